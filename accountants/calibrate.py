@@ -1,0 +1,99 @@
+"""Inverse accounting: the smallest noise, or the most steps, that meet a budget.
+
+Like dp-accounting's `mechanism_calibration`, this inverts any accounting function by search,
+so every accountant, group method and algorithm preset is calibrated the same way; unlike it,
+the answer is always taken from the side that meets the budget and is re-accounted, so the
+reported epsilon is the guarantee of the returned setting, never an interpolation.
+Epsilon falls with the noise multiplier and grows with the number of steps (both are
+post-processing / composition facts), which is what makes a bisection correct here.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+SIGMA_RANGE = (0.05, 1e4)
+MAX_STEPS = 10**9
+
+
+@dataclass(frozen=True)
+class Calibration:
+    value: float       # the sigma found, or the number of steps
+    epsilon: float     # the re-accounted epsilon of that setting (<= the budget)
+    evaluations: int
+
+
+def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
+                    rel_tol: float = 1e-4, sigma_range: tuple[float, float] = SIGMA_RANGE,
+                    progress: Callable[[int], None] | None = None) -> Calibration:
+    """The smallest sigma (to `rel_tol`, rounded up) with epsilon_of(sigma) <= budget."""
+    if not budget > 0:
+        raise ValueError(f"epsilon budget must be > 0, got {budget}")
+    calls = 0
+
+    def eps(sigma: float) -> float:
+        nonlocal calls
+        calls += 1
+        if progress:
+            progress(calls)
+        return epsilon_of(sigma)
+
+    lo, hi = sigma_range
+    if eps(hi) > budget:
+        raise ValueError(f"no noise multiplier up to {hi:g} meets epsilon {budget:g}; "
+                         "raise the budget or lower the sampling rate or steps")
+    if eps(lo) <= budget:
+        return Calibration(lo, epsilon_of(lo), calls + 1)
+    # Bisect on log sigma; `hi` always meets the budget.
+    while hi / lo > 1 + rel_tol:
+        mid = math.sqrt(lo * hi)
+        if eps(mid) <= budget:
+            hi = mid
+        else:
+            lo = mid
+    sigma = _round_up(hi)
+    final = epsilon_of(sigma)
+    if final > budget:  # rounding up cannot raise epsilon; this guards the monotonicity assumption
+        sigma, final = hi, epsilon_of(hi)
+    return Calibration(sigma, final, calls + 1)
+
+
+def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
+                    max_steps: int = MAX_STEPS,
+                    progress: Callable[[int], None] | None = None) -> Calibration:
+    """The largest number of steps T <= max_steps with epsilon_of(T) <= budget."""
+    if not budget > 0:
+        raise ValueError(f"epsilon budget must be > 0, got {budget}")
+    calls = 0
+
+    def eps(steps: int) -> float:
+        nonlocal calls
+        calls += 1
+        if progress:
+            progress(calls)
+        return epsilon_of(steps)
+
+    first = eps(1)
+    if first > budget:
+        raise ValueError(f"even one step spends epsilon {first:.4g} > budget {budget:g}; "
+                         "raise sigma or the budget, or lower the sampling rate")
+    good, bad = 1, 2
+    while eps(bad) <= budget:  # exponential search for a failing step count
+        good = bad
+        if bad >= max_steps:
+            return Calibration(max_steps, epsilon_of(max_steps), calls + 1)
+        bad = min(bad * 2, max_steps)
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if eps(mid) <= budget:
+            good = mid
+        else:
+            bad = mid
+    return Calibration(good, epsilon_of(good), calls + 1)
+
+
+def _round_up(x: float, digits: int = 4) -> float:
+    """x rounded up to `digits` significant digits (more noise is always safe)."""
+    scale = 10 ** (digits - 1 - math.floor(math.log10(x)))
+    return math.ceil(x * scale) / scale

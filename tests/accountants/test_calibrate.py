@@ -1,0 +1,45 @@
+"""Calibration round trips: the answer meets the budget and is (nearly) the best that does."""
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from accountants.account import record_level
+from accountants.calibrate import calibrate_sigma, calibrate_steps
+from accountants.mechanism import SubsampledGaussian
+
+
+def eps(sigma, q, steps):
+    return record_level(SubsampledGaussian(sigma, q, steps), 1e-5).epsilon
+
+
+@settings(max_examples=15)
+@given(budget=st.floats(0.5, 20), q=st.floats(1e-3, 0.2), steps=st.integers(10, 100_000))
+def test_sigma_round_trip(budget, q, steps):
+    found = calibrate_sigma(lambda s: eps(s, q, steps), budget)
+    assert found.epsilon <= budget
+    assert found.epsilon == eps(found.value, q, steps)  # re-accounted, not interpolated
+    assert eps(found.value * (1 - 2e-3), q, steps) > budget or found.value == 0.05
+
+
+@settings(max_examples=15)
+@given(budget=st.floats(0.5, 20), sigma=st.floats(0.6, 10), q=st.floats(1e-3, 0.2))
+def test_steps_round_trip(budget, sigma, q):
+    try:
+        found = calibrate_steps(lambda t: eps(sigma, q, t), budget)
+    except ValueError:
+        assert eps(sigma, q, 1) > budget
+        return
+    assert found.epsilon <= budget
+    assert found.value == 10**9 or eps(sigma, q, int(found.value) + 1) > budget
+
+
+def test_fig2_round_trip():
+    found = calibrate_sigma(lambda s: eps(s, 0.01, 100_000), 2.85)
+    assert 4.99 <= found.value <= 5.01
+
+
+def test_impossible_budgets_are_refused():
+    with pytest.raises(ValueError, match="no noise multiplier"):
+        calibrate_sigma(lambda s: eps(s, 1.0, 10**9), 1e-3)
+    with pytest.raises(ValueError, match="even one step"):
+        calibrate_steps(lambda t: eps(0.3, 1.0, t), 0.1)

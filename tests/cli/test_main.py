@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+from click.testing import CliRunner
+
+from uldp_cli import __version__
+from uldp_cli.main import LazyGroup, cli
+
+
+def test_version() -> None:
+    result = CliRunner().invoke(cli, ["--version"])
+    assert result.exit_code == 0
+    assert result.output == f"uldp {__version__}\n"
+
+
+def test_help_lists_available_commands_only() -> None:
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert "Usage:" in result.output
+    listed = cli.list_commands(click.Context(cli))
+    for name in listed:
+        assert name in result.output
+    assert set(listed) <= {"account", "calibrate"}
+
+
+def test_unknown_command_exits_2() -> None:
+    result = CliRunner().invoke(cli, ["no-such-command"])
+    assert result.exit_code == 2
+    assert "No such command" in result.output
+
+
+def _group(lazy_commands: dict[str, str]) -> LazyGroup:
+    @click.group(cls=LazyGroup, package="json", lazy_commands=lazy_commands)
+    def group() -> None:
+        """A group over the standard library's json package, whose modules define no command."""
+
+    return group
+
+
+def test_lazy_group_skips_modules_that_do_not_exist() -> None:
+    group = _group({"missing": "not written yet", "decoder": "exists"})
+    ctx = click.Context(group)
+    assert group.list_commands(ctx) == ["decoder"]
+    assert group.get_command(ctx, "missing") is None
+    result = CliRunner().invoke(group, ["--help"])
+    assert "missing" not in result.output
+    assert "decoder" in result.output and "exists" in result.output
+
+
+def test_lazy_group_rejects_module_without_command() -> None:
+    group = _group({"decoder": "exists"})
+    try:
+        group.get_command(click.Context(group), "decoder")
+    except TypeError as error:
+        assert "json.decoder" in str(error)
+    else:
+        raise AssertionError("a module without `command` must be reported")
+
+
+def test_help_imports_no_subcommand() -> None:
+    code = (
+        "import sys\n"
+        "from uldp_cli.main import cli\n"
+        "try:\n"
+        "    cli(['--help'], prog_name='uldp')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "loaded = [m for m in sys.modules if m.startswith(('uldp_cli.commands.', 'accountants'))]\n"
+        "print('LOADED', loaded)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "LOADED []" in done.stdout
+
+
+def test_python_m_version() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "uldp_cli", "--version"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"uldp {__version__}\n"

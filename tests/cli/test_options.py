@@ -1,0 +1,98 @@
+from __future__ import annotations
+
+import json
+
+import click
+import pytest
+from click.testing import CliRunner
+from hypothesis import given
+from hypothesis import strategies as st
+
+from uldp_cli.options import (
+    CommaList,
+    OpenUnitInterval,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    comma_list_option,
+    format_option,
+)
+
+
+@click.command()
+@click.option("--sigma", type=PositiveFloat())
+@click.option("--q", type=Probability())
+@click.option("--delta", type=OpenUnitInterval())
+@click.option("--steps", type=PositiveInt())
+@comma_list_option("--k", item_type=PositiveInt())
+@comma_list_option("--eps", item_type=PositiveFloat(), default="1,2")
+@format_option
+def dummy(**values: object) -> None:
+    click.echo(json.dumps(values, sort_keys=True))
+
+
+def invoke(*args: str) -> click.testing.Result:
+    return CliRunner().invoke(dummy, list(args))
+
+
+def test_defaults() -> None:
+    result = invoke()
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output) == {
+        "sigma": None, "q": None, "delta": None, "steps": None, "k": [], "eps": [1.0, 2.0],
+        "fmt": "table",
+    }
+
+
+def test_comma_list_takes_repeats_and_commas() -> None:
+    result = invoke("--k", "1,2", "--k", "4", "--k", " 8 , 16 ")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["k"] == [1, 2, 4, 8, 16]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--q", "1.5"], "Invalid value for '--q': 1.5 is not in (0, 1]"),
+        (["--q", "0"], "Invalid value for '--q': 0 is not in (0, 1]"),
+        (["--delta", "1"], "Invalid value for '--delta': 1 is not in (0, 1)"),
+        (["--sigma", "-1"], "Invalid value for '--sigma': -1 is not in (0, inf)"),
+        (["--sigma", "inf"], "Invalid value for '--sigma': inf is not in (0, inf)"),
+        (["--sigma", "nan"], "Invalid value for '--sigma': nan is not in (0, inf)"),
+        (["--sigma", "abc"], "Invalid value for '--sigma': abc is not a number."),
+        (["--steps", "0"], "Invalid value for '--steps': 0 is not a positive integer."),
+        (["--steps", "2.5"], "Invalid value for '--steps': 2.5 is not an integer."),
+        (["--k", "1,0"], "Invalid value for '--k': 0 is not a positive integer."),
+        (["--k", "1,,2"], "Invalid value for '--k': '1,,2' has an empty item."),
+        (["--format", "xml"], "Invalid value for '--format'"),
+    ],
+)
+def test_bad_values_exit_2_with_one_error_line(args: list[str], message: str) -> None:
+    result = invoke(*args)
+    assert result.exit_code == 2
+    errors = [line for line in result.output.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0], result.output
+
+
+def test_help_shows_comma_list_metavar() -> None:
+    result = invoke("--help")
+    assert "--k INTEGER,..." in result.output
+    assert "[default: table]" in result.output
+
+
+@given(st.floats(allow_nan=True, allow_infinity=True))
+def test_probability_accepts_exactly_the_half_open_unit_interval(x: float) -> None:
+    try:
+        accepted = Probability().convert(repr(x), None, None)
+    except click.BadParameter:
+        assert not 0 < x <= 1
+    else:
+        assert 0 < x <= 1 and accepted == x
+
+
+def test_comma_list_accepts_yaml_shapes() -> None:
+    ints = CommaList(PositiveInt())
+    assert ints.convert([1, 2], None, None) == [1, 2]
+    assert ints.convert(3, None, None) == [3]
+    with pytest.raises(click.BadParameter, match="nested"):
+        ints.convert([[1], 2], None, None)

@@ -1,0 +1,121 @@
+"""`uldp account`: the (epsilon, delta) a run gives a record, a group of k records, or a user."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import click
+
+from accountants.account import Guarantee, account, group_level, record_level
+from accountants.algorithms import Plan
+
+from ..accounting_options import (accounting_options, algorithm_options, build_plan,
+                                  common_assumptions, expand_methods, method_labels)
+from ..config import config_option
+from ..errors import library_errors
+from ..options import PositiveFloat, format_option
+from ..progress import status
+from ..render import emit
+
+COLUMNS = [("algorithm", "algorithm"), ("k", "k"), ("bound", "bound"), ("epsilon", "epsilon"),
+           ("delta", "delta"), ("order", "order"), ("note", "note")]
+
+
+@click.command("account")
+@click.option("--sigma", type=PositiveFloat(), required=True, help="Noise multiplier (> 0).")
+@click.option("--q", type=click.FloatRange(0, 1, min_open=True), default=None,
+              help="Poisson sampling rate per step, in (0, 1].")
+@click.option("--steps", type=click.IntRange(min=0), default=None, help="Number of steps T.")
+@accounting_options(many=True)
+@algorithm_options(many=True)
+@format_option
+@config_option
+def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders, algos, rounds,
+            user_q, silos, silo_sizes, batch_size, record_q, local_epochs, fmt):
+    """What (epsilon, delta) a training run gives one record, a group of k records, or a user.
+
+    \b
+    Bare mechanism (DP-SGD style):
+      uldp account --sigma 5 --q 0.01 --steps 100000 --k 1,2,4,8 --group-method rdp,normal
+    ULDP-FL algorithm (user level):
+      uldp account --algo uldp-avg --sigma 5 --rounds 100 --user-q 0.5
+    """
+    methods = expand_methods(methods)
+    accountants = list(dict.fromkeys(accountants))
+    group_k = max(ks) if algos and "uldp-group" in algos else None
+    plans = [build_plan(a, sigma=sigma, q=q, steps=steps, rounds=rounds, user_q=user_q, silos=silos,
+                        silo_sizes=silo_sizes, batch_size=batch_size, record_q=record_q,
+                        local_epochs=local_epochs, k=group_k if a == "uldp-group" else None)
+             for a in (algos or [None])]
+    with library_errors(), status(fmt) as update:
+        results = []
+        for plan in plans:
+            results += _account_plan(plan, delta, ks, methods, accountants, conversion, orders, update)
+    rows = [_row(r) for r in results]
+    assumptions = common_assumptions(delta, conversion, orders, accountants)
+    for plan in plans:
+        prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
+        assumptions.update({prefix + key: value for key, value in plan.assumptions.items()})
+    columns = COLUMNS if algos else [c for c in COLUMNS if c[0] != "algorithm"]
+    document = {"command": "account", "assumptions": assumptions,
+                "results": [_json(r) for r in results]}
+    emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document,
+         notes=_notes(results))
+
+
+def _account_plan(plan: Plan, delta, ks, methods, accountants, conversion, orders, update) -> list[Guarantee]:
+    if plan.algorithm == "mechanism":
+        return account(plan.mechanism, delta=delta, ks=ks, methods=methods, accountants=accountants,
+                       conversion=conversion, orders=orders, progress=update)
+    out: list[Guarantee] = []
+    if plan.group_k is None:
+        for accountant in accountants:
+            update(f"{plan.algorithm}, {accountant}")
+            g = record_level(plan.mechanism, delta, accountant, conversion, orders)
+            out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
+        return out
+    for k in dict.fromkeys(ks):
+        if k == 1:
+            for accountant in accountants:
+                g = record_level(plan.mechanism, delta, accountant, conversion, orders)
+                out.append(replace(g, level="user", algorithm=plan.algorithm))
+            continue
+        for method in methods:
+            update(f"{plan.algorithm}, k={k}, {method}")
+            g = group_level(plan.mechanism, delta, k, method, conversion, orders)
+            out.append(replace(g, level="user", algorithm=plan.algorithm))
+    return out
+
+
+def _bound_label(r: Guarantee) -> str:
+    if r.method == "user":
+        return f"user level, {r.algorithm} ({r.accountant.upper()})"
+    return method_labels[(r.method, r.accountant)]
+
+
+def _order_label(r: Guarantee) -> str | None:
+    if r.order is None:
+        return None
+    if r.base_order is not None and r.base_order != r.order:
+        return f"{r.order:g} (from {r.base_order:g})"
+    return f"{r.order:g}"
+
+
+def _row(r: Guarantee) -> dict:
+    return {"algorithm": r.algorithm, "k": "user" if r.k is None else r.k, "bound": _bound_label(r),
+            "epsilon": r.epsilon, "delta": r.delta, "order": _order_label(r), "note": r.note or None}
+
+
+def _json(r: Guarantee) -> dict:
+    out = r.as_dict()
+    out["bound"] = "upper"
+    out["label"] = _bound_label(r)
+    return out
+
+
+def _notes(results: list[Guarantee]) -> list[str]:
+    notes = []
+    if any(r.method == "rdp" and r.group_size_used and r.k and r.group_size_used != r.k for r in results):
+        notes.append("Lemma 6 covers groups of 2^c records: other k use the next power of two.")
+    if any(r.base_order and r.order and r.base_order != r.order for r in results):
+        notes.append("order 'b (from a)': group RDP at order b = a / 2^c from the record-level RDP at a.")
+    return notes

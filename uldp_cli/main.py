@@ -1,0 +1,97 @@
+"""The `uldp` command group.
+
+Subcommand modules pull in numpy, scipy and the accountants, so they are imported only when that
+subcommand runs: `uldp --help` and `uldp --version` import none of them, and `uldp account`
+imports only `uldp_cli.commands.account`.
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import click
+
+from uldp_cli import __version__
+from uldp_cli.errors import library_errors
+
+COMMANDS_PACKAGE = "uldp_cli.commands"
+
+# name -> one-line help shown by `uldp --help`. Kept here rather than read from the command so
+# that listing commands does not import them; the command's own docstring is what
+# `uldp NAME --help` shows.
+SUBCOMMANDS: Mapping[str, str] = MappingProxyType({
+    "account": "Privacy spent (epsilon at delta) by a training configuration.",
+    "calibrate": "Noise multiplier that meets a target (epsilon, delta).",
+})
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands live in `<package>.<name>` modules, each exposing `command`.
+
+    A listed module that does not exist (yet) is left out of the listing and reported as an
+    unknown command, so the CLI keeps working while subcommands are being added.
+    """
+
+    def __init__(
+        self, *args: Any, package: str, lazy_commands: Mapping[str, str], **kwargs: Any
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.package = package
+        self.lazy_commands = dict(lazy_commands)
+
+    def _module_name(self, name: str) -> str:
+        return f"{self.package}.{name}"
+
+    def _module_exists(self, name: str) -> bool:
+        # find_spec locates the file without executing the module.
+        return importlib.util.find_spec(self._module_name(name)) is not None
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        lazy = [name for name in self.lazy_commands if self._module_exists(name)]
+        return sorted({*super().list_commands(ctx), *lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        eager = super().get_command(ctx, cmd_name)
+        if eager is not None or cmd_name not in self.lazy_commands:
+            return eager
+        if not self._module_exists(cmd_name):
+            return None
+        module = importlib.import_module(self._module_name(cmd_name))
+        command = getattr(module, "command", None)
+        if not isinstance(command, click.Command):
+            raise TypeError(
+                f"{module.__name__} must define a click command named `command`"
+            )
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        # Click's default asks every command for its short help, which would import them all.
+        rows = [
+            (name, self.lazy_commands.get(name) or self._eager_short_help(ctx, name))
+            for name in self.list_commands(ctx)
+        ]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+    def _eager_short_help(self, ctx: click.Context, name: str) -> str:
+        command = super().get_command(ctx, name)
+        return command.get_short_help_str() if command is not None else ""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        # Safety net: a ValueError from the library is bad input, never a traceback.
+        with library_errors():
+            return super().invoke(ctx)
+
+
+@click.group(
+    cls=LazyGroup,
+    package=COMMANDS_PACKAGE,
+    lazy_commands=SUBCOMMANDS,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+@click.version_option(__version__, "--version", prog_name="uldp", message="%(prog)s %(version)s")
+def cli() -> None:
+    """Differential-privacy accounting for user-level DP in cross-silo federated learning."""

@@ -1,0 +1,168 @@
+"""Click parameter types and option decorators shared by the subcommands.
+
+Every rejection goes through `ParamType.fail`, so the user sees Click's one line
+`Error: Invalid value for '--q': 1.5 is not in (0, 1]` and exit status 2.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import click
+
+from uldp_cli.render import FORMATS
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _shown(value: Any) -> str:
+    """The value as the user wrote it: their string verbatim, anything else (from YAML) by repr."""
+    return value if isinstance(value, str) else repr(value)
+
+
+class Interval(click.ParamType):
+    """A float in an interval; each end open or closed. NaN is never inside."""
+
+    name = "float"
+
+    def __init__(
+        self, low: float, high: float, *, low_open: bool = True, high_open: bool = True
+    ) -> None:
+        self.low, self.high = low, high
+        self.low_open, self.high_open = low_open, high_open
+
+    def describe(self) -> str:
+        """The interval in the usual notation, e.g. `(0, 1]`."""
+        left = "(" if self.low_open else "["
+        right = ")" if self.high_open else "]"
+        return f"{left}{self.low:g}, {self.high:g}{right}"
+
+    def contains(self, number: float) -> bool:
+        above = number > self.low if self.low_open else number >= self.low
+        below = number < self.high if self.high_open else number <= self.high
+        return above and below
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> float:
+        # YAML gives real bools for `yes`/`true`; float(True) == 1.0 would slip through.
+        if isinstance(value, bool):
+            self.fail(f"{_shown(value)} is not a number.", param, ctx)
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{_shown(value)} is not a number.", param, ctx)
+        if not self.contains(number):
+            self.fail(f"{_shown(value)} is not in {self.describe()}", param, ctx)
+        return number
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}{self.describe()}"
+
+
+class PositiveFloat(Interval):
+    """A finite float > 0: a noise multiplier, an epsilon, a clipping bound."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, math.inf)
+
+
+class Probability(Interval):
+    """A float in (0, 1]: a sampling rate, where 1 means every user or record."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, 1.0, high_open=False)
+
+
+class OpenUnitInterval(Interval):
+    """A float in (0, 1): a delta, which is meaningless at 0 and vacuous at 1."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0, 1.0)
+
+
+class PositiveInt(click.ParamType):
+    """An integer >= 1: a step count, a group size k, a number of silos."""
+
+    name = "integer"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, bool):
+            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+        if isinstance(value, float):
+            # YAML may give 4.0; 2.5 must not be truncated to 2.
+            if not value.is_integer():
+                self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+            value = int(value)
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+        if number < 1:
+            self.fail(f"{_shown(value)} is not a positive integer.", param, ctx)
+        return number
+
+
+class CommaList(click.ParamType):
+    """One occurrence of a repeatable option: `1,2` -> [1, 2], each item checked by `item_type`.
+
+    Also accepts a list or a single value, as a YAML config gives them. Use it through
+    `comma_list_option`, which repeats the option and flattens the occurrences.
+    """
+
+    def __init__(self, item_type: Any) -> None:
+        self.item_type: click.ParamType = click.types.convert_type(item_type)
+        self.name = f"{self.item_type.name} list"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context) -> str:
+        item = self.item_type.get_metavar(param, ctx)
+        if item is None:
+            # click.IntRange is named "integer range"; the range shows in the help text anyway.
+            item = self.item_type.name.removesuffix(" range").upper()
+        return f"{item},..."
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> list[Any]:
+        if isinstance(value, str):
+            items: Sequence[Any] = [item.strip() for item in value.split(",")]
+            if "" in items:
+                self.fail(f"{value!r} has an empty item.", param, ctx)
+        elif isinstance(value, (list, tuple)):
+            items = value
+        else:
+            items = [value]
+        if any(isinstance(item, (list, tuple, dict)) for item in items):
+            self.fail(f"{_shown(value)} is nested; give a flat list.", param, ctx)
+        return [self.item_type.convert(item, param, ctx) for item in items]
+
+
+def comma_list_option(*param_decls: str, item_type: Any, **attrs: Any) -> Callable[[F], F]:
+    """An option taking comma lists and repeats: `--k 1,2 --k 4` gives [1, 2, 4].
+
+    `default` may be a list (`default=[1]`); a `callback` in `attrs` receives the flat list.
+    """
+    callback = attrs.pop("callback", None)
+    if isinstance(attrs.get("default"), str):
+        attrs["default"] = [attrs["default"]]
+
+    def flatten(ctx: click.Context, param: click.Parameter, value: Sequence[list[Any]]) -> list:
+        flat = [item for occurrence in value or () for item in occurrence]
+        return callback(ctx, param, flat) if callback is not None else flat
+
+    return click.option(
+        *param_decls, type=CommaList(item_type), multiple=True, callback=flatten, **attrs
+    )
+
+
+def format_option(f: F) -> F:
+    """`--format table|json|csv`, passed to the command as `fmt` (for `render.emit`)."""
+    return click.option(
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="table for people; json (one document) or csv (header and rows) for programs.",
+    )(f)

@@ -1,0 +1,164 @@
+"""Rendering one result as a table for people, or as JSON or CSV for programs.
+
+Every subcommand builds rows (dicts) and calls `emit`; nothing else writes results to stdout.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import textwrap
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+FORMATS = ("table", "json", "csv")
+
+NON_FINITE_NOTE = "non-finite numbers (inf, nan) are written as null"
+
+
+def emit(
+    title: str,
+    columns: list[tuple[str, str]],
+    rows: list[dict],
+    fmt: str,
+    *,
+    assumptions: dict | None = None,
+    document: dict | None = None,
+    notes: list[str] | None = None,
+) -> None:
+    """Write a result to stdout in `fmt`, one of `FORMATS`.
+
+    `columns` are (row key, header) pairs in display order.
+
+    - table: a rich table titled `title`, then an "Assumptions" block (`key: value` lines) and
+      the notes. Floats get 4 significant digits, None shows as `-`.
+    - json: exactly one JSON document: `document` if given, else
+      `{"results": rows, "assumptions": assumptions, "notes": notes}` (rows keep all their
+      keys). JSON has no infinity, and an epsilon can be infinite (no bound at that delta), so
+      inf and nan are written as `null`; in the default document a note then says so.
+    - csv: a header of the column keys, then one line per row; floats at full precision
+      (`inf` as Python writes it), None as an empty field. Assumptions and notes are left out
+      so the output stays one rectangular table.
+    """
+    if fmt == "table":
+        _emit_table(title, columns, rows, assumptions or {}, notes or [])
+    elif fmt == "json":
+        if document is None:
+            document = {"results": rows, "assumptions": assumptions or {}, "notes": notes or []}
+            jsonable, replaced = _jsonable(document)
+            if replaced:
+                jsonable["notes"].append(NON_FINITE_NOTE)
+        else:
+            jsonable, _ = _jsonable(document)
+        click.echo(json.dumps(jsonable, indent=2, allow_nan=False))
+    elif fmt == "csv":
+        click.echo(_csv_text(columns, rows), nl=False)
+    else:
+        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def format_cell(value: Any) -> str:
+    """A value as a table shows it: 4 significant digits for floats, `-` for None."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}" if math.isfinite(value) else str(value)
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_cell(item) for item in value)
+    return str(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _emit_table(
+    title: str,
+    columns: Sequence[tuple[str, str]],
+    rows: Sequence[Mapping[str, Any]],
+    assumptions: Mapping[str, Any],
+    notes: Sequence[str],
+) -> None:
+    # rich is imported here so that the json and csv paths, and `uldp --help`, do not pay for it.
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    # highlight off: rich would otherwise colour numbers inside the assumption lines at random.
+    console = Console(highlight=False)
+    table = Table(title=title)
+    for key, header in columns:
+        values = [row.get(key) for row in rows if row.get(key) is not None]
+        numeric = bool(values) and all(_is_number(value) for value in values)
+        table.add_column(header, justify="right" if numeric else "left")
+    for row in rows:
+        # Text, not str: a value such as "[1, 2]" must not be read as rich markup.
+        table.add_row(*(Text(format_cell(row.get(key))) for key, _ in columns))
+    console.print(table)
+    if assumptions:
+        console.print(Text("Assumptions", style="bold"))
+        for key, value in assumptions.items():
+            _print_indented(console, f"{key}: {format_cell(value)}")
+    if notes:
+        console.print(Text("Notes", style="bold"))
+        for note in notes:
+            _print_indented(console, f"- {note}")
+
+
+def _print_indented(console: Console, line: str) -> None:
+    # Wrapped here, with a hanging indent, rather than by rich, which would lose the indent and
+    # pad the wrapped lines with trailing spaces.
+    wrapped = textwrap.wrap(
+        line, width=console.width, initial_indent="  ", subsequent_indent="    "
+    )
+    console.print("\n".join(wrapped), markup=False, soft_wrap=True)
+
+
+def _csv_field(value: Any) -> Any:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ";".join(str(_csv_field(item)) for item in value)
+    return value
+
+
+def _csv_text(columns: Sequence[tuple[str, str]], rows: Sequence[Mapping[str, Any]]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([key for key, _ in columns])
+    for row in rows:
+        writer.writerow([_csv_field(row.get(key)) for key, _ in columns])
+    return buffer.getvalue()
+
+
+def _jsonable(value: Any) -> tuple[Any, bool]:
+    """`value` with non-finite floats as None, numpy scalars and arrays as Python values.
+
+    Returns the converted value and whether any non-finite float was replaced.
+    """
+    if isinstance(value, bool) or value is None or isinstance(value, (str, int)):
+        return value, False
+    if isinstance(value, float):
+        return (float(value), False) if math.isfinite(value) else (None, True)
+    if isinstance(value, Mapping):
+        pairs = [(str(key), _jsonable(item)) for key, item in value.items()]
+        return {key: item for key, (item, _) in pairs}, any(r for _, (_, r) in pairs)
+    if isinstance(value, (list, tuple)):
+        items = [_jsonable(item) for item in value]
+        return [item for item, _ in items], any(r for _, r in items)
+    if isinstance(value, os.PathLike):
+        return os.fspath(value), False
+    # numpy scalars (item) and arrays (tolist), without importing numpy here.
+    for method in ("tolist", "item"):
+        if callable(getattr(value, method, None)):
+            return _jsonable(getattr(value, method)())
+    raise TypeError(f"cannot write {type(value).__name__} as JSON: {value!r}")
