@@ -115,6 +115,7 @@ def build_plan(algo: str | None, *, sigma: float, q: float | None, steps: int | 
                rounds: int | None, user_q: float, silos, silo_sizes, batch_size, record_q,
                local_epochs: int, k: int | None) -> Plan:
     """A Plan for one algorithm, or for the bare mechanism given by --q and --steps."""
+    silo_sizes = silo_sizes or None  # an unset repeatable option arrives as []
     if algo is None:
         if q is None or steps is None:
             raise click.UsageError("give --q and --steps, or --algo with --rounds")

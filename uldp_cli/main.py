@@ -7,6 +7,7 @@ imports only `uldp_cli.commands.account`.
 from __future__ import annotations
 
 import importlib
+import sys
 import importlib.util
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -14,7 +15,7 @@ from typing import Any, Mapping
 import click
 
 from uldp_cli import __version__
-from uldp_cli.errors import library_errors
+from uldp_cli.errors import library_errors, one_line
 
 COMMANDS_PACKAGE = "uldp_cli.commands"
 
@@ -79,6 +80,23 @@ class LazyGroup(click.Group):
     def _eager_short_help(self, ctx: click.Context, name: str) -> str:
         command = super().get_command(ctx, name)
         return command.get_short_help_str() if command is not None else ""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        """Like click's, but bad input is reported as exactly one `Error: ...` line (exit 2)."""
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            rv = super().main(*args, standalone_mode=False, **kwargs)
+        except click.exceptions.NoArgsIsHelpError as err:
+            err.show()
+            sys.exit(err.exit_code)
+        except click.ClickException as err:
+            click.echo(f"Error: {one_line(err.format_message())}", err=True)
+            sys.exit(err.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
         # Safety net: a ValueError from the library is bad input, never a traceback.

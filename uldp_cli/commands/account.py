@@ -12,17 +12,20 @@ from ..accounting_options import (accounting_options, algorithm_options, build_p
                                   common_assumptions, expand_methods, method_labels)
 from ..config import config_option
 from ..errors import library_errors
-from ..options import PositiveFloat, format_option
+from ..options import PositiveFloat, Probability, format_option
 from ..progress import status
 from ..render import emit
 
 COLUMNS = [("algorithm", "algorithm"), ("k", "k"), ("bound", "bound"), ("epsilon", "epsilon"),
            ("delta", "delta"), ("order", "order"), ("note", "note")]
 
+CSV_FIELDS = ["algorithm", "level", "k", "method", "accountant", "conversion", "epsilon", "delta",
+              "order", "base_order", "group_size_used", "note"]
+
 
 @click.command("account")
 @click.option("--sigma", type=PositiveFloat(), required=True, help="Noise multiplier (> 0).")
-@click.option("--q", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--q", type=Probability(), default=None,
               help="Poisson sampling rate per step, in (0, 1].")
 @click.option("--steps", type=click.IntRange(min=0), default=None, help="Number of steps T.")
 @accounting_options(many=True)
@@ -55,9 +58,11 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
     for plan in plans:
         prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
         assumptions.update({prefix + key: value for key, value in plan.assumptions.items()})
-    columns = COLUMNS if algos else [c for c in COLUMNS if c[0] != "algorithm"]
+    columns = [c for c in COLUMNS if any(row[c[0]] is not None for row in rows)]
     document = {"command": "account", "assumptions": assumptions,
                 "results": [_json(r) for r in results]}
+    if fmt == "csv":  # scripts get the numeric fields, not the table's labels
+        rows, columns = document["results"], [(key, key) for key in CSV_FIELDS]
     emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document,
          notes=_notes(results))
 
@@ -88,7 +93,7 @@ def _account_plan(plan: Plan, delta, ks, methods, accountants, conversion, order
 
 def _bound_label(r: Guarantee) -> str:
     if r.method == "user":
-        return f"user level, {r.algorithm} ({r.accountant.upper()})"
+        return f"user level ({r.accountant.upper()})"
     return method_labels[(r.method, r.accountant)]
 
 

@@ -9,7 +9,7 @@ from accountants.calibrate import calibrate_sigma, calibrate_steps
 from ..accounting_options import accounting_options, algorithm_options, build_plan, common_assumptions
 from ..config import config_option
 from ..errors import library_errors
-from ..options import PositiveFloat, format_option
+from ..options import PositiveFloat, Probability, format_option
 from ..progress import status
 from ..render import emit
 
@@ -19,7 +19,7 @@ COLUMNS = [("solved_for", "solved for"), ("sigma", "sigma"), ("q", "q"), ("steps
 
 @click.command("calibrate")
 @click.option("--epsilon", "budget", type=PositiveFloat(), required=True, help="Epsilon budget (> 0).")
-@click.option("--q", type=click.FloatRange(0, 1, min_open=True), default=None,
+@click.option("--q", type=Probability(), default=None,
               help="Poisson sampling rate per step, in (0, 1].")
 @click.option("--steps", type=click.IntRange(min=1), default=None, help="Steps T: solve for sigma.")
 @click.option("--sigma", type=PositiveFloat(), default=None, help="Noise multiplier: solve for steps.")

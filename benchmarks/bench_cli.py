@@ -1,0 +1,79 @@
+"""Wall-clock time of `uldp` commands run as fresh processes, as a user would run them.
+
+    python benchmarks/bench_cli.py [--repeat 7] [--json]
+
+Prints the median and best of `--repeat` runs of each command (after one warm-up run that fills
+the OS file cache), with the machine it ran on. Figures go to docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+COMMANDS = {
+    "account (Fig. 2, k = 1..64, rdp + normal)": [
+        "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
+        "--k", "1,2,4,8,16,32,64", "--group-method", "rdp,normal"],
+    "calibrate sigma (eps 3, q 0.01, 1e5 steps)": [
+        "calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "100000"],
+    "calibrate steps (eps 3, q 0.01, sigma 5)": [
+        "calibrate", "--epsilon", "3", "--q", "0.01", "--sigma", "5"],
+    "account --algo uldp-avg (user level)": [
+        "account", "--algo", "uldp-avg", "--sigma", "5", "--rounds", "100", "--user-q", "0.5"],
+    "--help": ["--help"],
+}
+
+
+def uldp_command() -> list[str]:
+    exe = shutil.which("uldp")
+    return [exe] if exe else [sys.executable, "-m", "uldp_cli"]
+
+
+def time_command(args: list[str], repeat: int) -> list[float]:
+    cmd = uldp_command() + args
+    subprocess.run(cmd, check=True, capture_output=True)  # warm-up
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, capture_output=True)
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    rows = []
+    for name, cmd in COMMANDS.items():
+        times = time_command(cmd, args.repeat)
+        rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
+                     "median_s": statistics.median(times), "best_s": min(times)})
+    if args.json:
+        print(json.dumps({"machine": machine(), "repeat": args.repeat, "results": rows}, indent=2))
+        return
+    print(f"machine: {machine()}; {args.repeat} runs each, fresh process")
+    for row in rows:
+        print(f"{row['median_s']:7.3f} s median  {row['best_s']:7.3f} s best  {row['benchmark']}")
+
+
+if __name__ == "__main__":
+    main()

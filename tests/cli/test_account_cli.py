@@ -1,0 +1,122 @@
+"""`uldp account` end to end, as a user and a script would run it."""
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from accountants.account import record_level
+from accountants.algorithms import plan_algorithm
+from accountants.mechanism import SubsampledGaussian
+from uldp_cli.main import cli
+
+FIG2 = ["--sigma", "5", "--q", "0.01", "--steps", "100000"]
+
+
+def run(*args):
+    return CliRunner().invoke(cli, ["account", *args])
+
+
+def run_json(*args):
+    result = run(*args, "--format", "json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_fig2_json_contract():
+    doc = run_json(*FIG2, "--k", "1,2", "--k", "4", "--group-method", "rdp,normal")
+    results = doc["results"]
+    assert [(r["k"], r["method"]) for r in results] == [
+        (1, "record"), (2, "rdp"), (2, "normal"), (4, "rdp"), (4, "normal")]
+    for r in results:
+        assert {"epsilon", "delta", "k", "method", "accountant", "conversion", "order"} <= r.keys()
+        assert r["delta"] == 1e-5 and r["bound"] == "upper"
+    assert results[0]["epsilon"] == pytest.approx(2.85, abs=0.005)
+    assert doc["assumptions"]["conversion"].startswith("improved")
+
+
+def test_table_shows_every_method_and_the_assumptions():
+    result = run(*FIG2, "--k", "1,8", "--group-method", "all", "--accountant", "rdp")
+    assert result.exit_code == 0, result.output
+    for text in ("record level (RDP)", "Lemma 6", "Lemma 5", "PLD", "Assumptions", "delta: 1e-05"):
+        assert text in result.output
+
+
+def test_csv_has_a_header_and_one_row_per_result():
+    result = run(*FIG2, "--k", "1,2", "--format", "csv")
+    lines = result.output.strip().splitlines()
+    assert lines[0].startswith("algorithm,level,k,method,accountant,conversion,epsilon") and len(lines) == 1 + 3
+    assert lines[2].split(",")[2:4] == ["2", "rdp"]
+
+
+def test_algorithm_preset_matches_the_library():
+    doc = run_json("--algo", "uldp-avg", "--sigma", "5", "--rounds", "100", "--user-q", "0.5")
+    [r] = doc["results"]
+    expected = record_level(plan_algorithm("uldp-avg", sigma=5, rounds=100, user_q=0.5).mechanism, 1e-5)
+    assert r["epsilon"] == expected.epsilon and r["level"] == "user" and r["algorithm"] == "uldp-avg"
+    assert "Algorithm 4" in doc["assumptions"]["user sampling"]
+
+
+def test_several_algorithms_side_by_side():
+    doc = run_json("--algo", "uldp-naive,uldp-group", "--sigma", "5", "--rounds", "10",
+                   "--record-q", "0.01", "--k", "4", "--silos", "3")
+    algos = [r["algorithm"] for r in doc["results"]]
+    assert algos == ["uldp-naive", "uldp-group", "uldp-group"]
+
+
+def test_tight_accountants_never_above_rdp():
+    doc = run_json("--sigma", "1.0", "--q", "0.02", "--steps", "1000", "--accountant", "rdp,pld,prv")
+    eps = {r["accountant"]: r["epsilon"] for r in doc["results"]}
+    assert eps["pld"] <= eps["rdp"] and eps["prv"] <= eps["rdp"]
+
+
+def test_yaml_config_with_flag_override(tmp_path):
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("sigma: 5\nq: 0.01\nsteps: 1000\nk: [1, 2]\ngroup-method: rdp\n")
+    doc = run_json("--config", str(plan), "--steps", "100000")
+    assert doc["results"][0]["epsilon"] == pytest.approx(2.85, abs=0.005)
+    assert [r["k"] for r in doc["results"]] == [1, 2]
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--sigma", "0", "--q", "0.1", "--steps", "10"], "--sigma"),
+    (["--sigma", "-1", "--q", "0.1", "--steps", "10"], "--sigma"),
+    (["--sigma", "1", "--q", "0", "--steps", "10"], "--q"),
+    (["--sigma", "1", "--q", "1.5", "--steps", "10"], "--q"),
+    (["--sigma", "1", "--q", "0.1", "--steps", "-3"], "--steps"),
+    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "1"], "--delta"),
+    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "0"], "--delta"),
+    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--k", "0"], "--k"),
+    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--orders", "0.5,2"], "--orders"),
+    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--group-method", "lemma7"], "--group-method"),
+    (["--sigma", "1", "--q", "0.1"], "--steps"),
+    (["--algo", "uldp-avg", "--sigma", "1"], "--rounds"),
+    (["--algo", "uldp-group", "--sigma", "1", "--rounds", "3", "--k", "2"], "--record-q"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, option):
+    result = run(*args)
+    assert result.exit_code == 2
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error:") and option in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_bad_config_file_is_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("sigma: 5\nnoise: 3\n")
+    result = run("--config", str(bad), "--q", "0.1", "--steps", "10")
+    assert result.exit_code == 2 and "noise" in result.output
+    bad.write_text("sigma: [5\n")
+    result = run("--config", str(bad), "--q", "0.1", "--steps", "10")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+
+
+def test_runs_as_a_fresh_process_without_torch():
+    code = ("import sys; from uldp_cli.main import cli; "
+            "sys.argv=['uldp','account','--sigma','5','--q','0.01','--steps','100','--format','json'];"
+            "\ntry:\n    cli()\nexcept SystemExit as e:\n    assert e.code == 0\n"
+            "assert 'torch' not in sys.modules and 'dp_accounting' not in sys.modules")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["results"][0]["epsilon"] > 0

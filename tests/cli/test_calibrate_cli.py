@@ -1,0 +1,54 @@
+"""`uldp calibrate` end to end: the answer is re-accounted and meets the budget."""
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from accountants.account import group_level, record_level
+from accountants.mechanism import SubsampledGaussian
+from uldp_cli.main import cli
+
+
+def run_json(*args):
+    result = CliRunner().invoke(cli, ["calibrate", *args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.output)
+
+
+def test_solve_for_sigma_round_trip():
+    doc = run_json("--epsilon", "3", "--q", "0.01", "--steps", "100000")
+    assert {"sigma", "q", "steps", "epsilon", "delta"} <= doc.keys()
+    assert doc["solved_for"] == "sigma" and doc["meets_budget"] is True
+    again = record_level(SubsampledGaussian(doc["sigma"], 0.01, 100000), 1e-5).epsilon
+    assert again == doc["epsilon"] <= 3
+    assert record_level(SubsampledGaussian(doc["sigma"] * 0.998, 0.01, 100000), 1e-5).epsilon > 3
+
+
+def test_solve_for_steps_round_trip():
+    doc = run_json("--epsilon", "3", "--q", "0.01", "--sigma", "5")
+    steps = doc["steps"]
+    assert record_level(SubsampledGaussian(5, 0.01, steps), 1e-5).epsilon <= 3
+    assert record_level(SubsampledGaussian(5, 0.01, steps + 1), 1e-5).epsilon > 3
+
+
+def test_group_budget():
+    doc = run_json("--epsilon", "10", "--q", "0.01", "--steps", "1000", "--k", "4", "--group-method", "normal")
+    assert group_level(SubsampledGaussian(doc["sigma"], 0.01, 1000), 1e-5, 4, "normal").epsilon <= 10
+
+
+def test_algorithm_rounds():
+    doc = run_json("--epsilon", "2", "--algo", "uldp-avg", "--user-q", "0.5", "--sigma", "5")
+    assert doc["solved_for"] == "rounds" and doc["rounds"] == doc["steps"] > 0
+    assert record_level(SubsampledGaussian(5, 0.5, doc["rounds"]), 1e-5).epsilon <= 2
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--epsilon", "1e-4", "--q", "1", "--steps", "1000000"], "no noise multiplier"),
+    (["--epsilon", "0.01", "--q", "1", "--sigma", "0.3"], "even one step"),
+    (["--epsilon", "1", "--q", "0.1", "--steps", "10", "--sigma", "2"], "exactly one of"),
+    (["--epsilon", "-1", "--q", "0.1", "--steps", "10"], "--epsilon"),
+])
+def test_impossible_or_bad_requests(args, needle):
+    result = CliRunner().invoke(cli, ["calibrate", *args])
+    assert result.exit_code == 2 and needle in result.output
+    assert len([l for l in result.output.splitlines() if l.strip()]) == 1
