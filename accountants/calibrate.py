@@ -39,12 +39,9 @@ def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
             progress(calls)
         return epsilon_of(sigma)
 
-    lo, hi = sigma_range
-    if eps(hi) > budget:
-        raise ValueError(f"no noise multiplier up to {hi:g} meets epsilon {budget:g}; "
-                         "raise the budget or lower the sampling rate or steps")
-    if eps(lo) <= budget:
-        return Calibration(lo, epsilon_of(lo), calls + 1)
+    lo, hi = _bracket_sigma(eps, budget, sigma_range)
+    if lo is None:
+        return Calibration(hi, epsilon_of(hi), calls + 1)
     # Bisect on log sigma; `hi` always meets the budget.
     while hi / lo > 1 + rel_tol:
         mid = math.sqrt(lo * hi)
@@ -57,6 +54,34 @@ def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
     if final > budget:  # rounding up cannot raise epsilon; this guards the monotonicity assumption
         sigma, final = hi, epsilon_of(hi)
     return Calibration(sigma, final, calls + 1)
+
+
+def _bracket_sigma(eps: Callable[[float], float], budget: float,
+                   sigma_range: tuple[float, float]) -> tuple[float | None, float]:
+    """(lo, hi) with eps(lo) > budget >= eps(hi), by doubling or halving from sigma = 1.
+
+    Starting in the middle keeps the search away from the ends of the range, where a tight
+    accountant is slowest (a tiny sigma has a huge privacy loss to discretise). lo is None when
+    the smallest sigma of the range already meets the budget.
+    """
+    low_end, high_end = sigma_range
+    sigma = min(max(1.0, low_end), high_end)
+    if eps(sigma) <= budget:
+        hi = sigma
+        while hi > low_end:
+            lo = max(hi / 2, low_end)
+            if eps(lo) > budget:
+                return lo, hi
+            hi = lo
+        return None, hi
+    lo = sigma
+    while lo < high_end:
+        hi = min(lo * 2, high_end)
+        if eps(hi) <= budget:
+            return lo, hi
+        lo = hi
+    raise ValueError(f"no noise multiplier up to {high_end:g} meets epsilon {budget:g}; "
+                     "raise the budget or lower the sampling rate or steps")
 
 
 def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,

@@ -21,6 +21,12 @@ COMMANDS = {
     "account (Fig. 2, k = 1..64, rdp + normal)": [
         "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
         "--k", "1,2,4,8,16,32,64", "--group-method", "rdp,normal"],
+    "account (Fig. 2, k = 1..64, pld group)": [
+        "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
+        "--k", "1,2,4,8,16,32,64", "--group-method", "pld"],
+    "account (Fig. 2, record level, rdp + pld + prv)": [
+        "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
+        "--accountant", "rdp,pld,prv"],
     "calibrate sigma (eps 3, q 0.01, 1e5 steps)": [
         "calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "100000"],
     "calibrate steps (eps 3, q 0.01, sigma 5)": [

@@ -25,6 +25,11 @@ COMMANDS_PACKAGE = "uldp_cli.commands"
 SUBCOMMANDS: Mapping[str, str] = MappingProxyType({
     "account": "Privacy spent (epsilon at delta) by a training configuration.",
     "calibrate": "Noise multiplier that meets a target (epsilon, delta).",
+    "personalize": "Per-record sampling probabilities from per-record budgets (rPDP-FL).",
+    "dropout": "Privacy lost when participants drop out, and the noise that restores it.",
+    "subject": "Subject-level DP across federation members (horizontal composition).",
+    "train": "Train with a ULDP-FL algorithm and track utility and epsilon per round.",
+    "bench": "Benchmarks: the cost of the private weighting protocol.",
 })
 
 

@@ -54,7 +54,8 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
         for plan in plans:
             results += _account_plan(plan, delta, ks, methods, accountants, conversion, orders, update)
     rows = [_row(r) for r in results]
-    assumptions = common_assumptions(delta, conversion, orders, accountants)
+    used = list(dict.fromkeys([*accountants, *(r.accountant for r in results)]))
+    assumptions = common_assumptions(delta, conversion, orders, used)
     for plan in plans:
         prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
         assumptions.update({prefix + key: value for key, value in plan.assumptions.items()})
@@ -123,4 +124,9 @@ def _notes(results: list[Guarantee]) -> list[str]:
         notes.append("Lemma 6 covers groups of 2^c records: other k use the next power of two.")
     if any(r.base_order and r.order and r.base_order != r.order for r in results):
         notes.append("order 'b (from a)': group RDP at order b = a / 2^c from the record-level RDP at a.")
+    if any(r.method == "pld" and r.k and r.k > 1 for r in results):
+        notes.append("PLD group: the worst case of the k records' clipped contributions aligned, a "
+                     "Gaussian mixture with Binomial(k, q) shifts per step (docs/group-privacy.md).")
+    if any(r.accountant in ("pld", "prv") for r in results):
+        notes.append("PLD and PRV account both directions of add-or-remove and keep the larger.")
     return notes

@@ -70,12 +70,15 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
     row = {"solved_for": solved, "sigma": sigma_out, "q": q_out,
            "steps": steps_out, "epsilon": found.epsilon, "budget": budget, "delta": delta,
            "meets_budget": found.epsilon <= budget, "k": effective_k,
-           "method": "record" if effective_k == 1 else method, "accountant": accountant,
+           "method": "record" if effective_k == 1 else method,
+           "accountant": "pld" if effective_k > 1 and method == "pld" else accountant,
            "conversion": conversion if accountant == "rdp" or method != "pld" else None,
            "algorithm": algo, "evaluations": found.evaluations}
     if algo:
         row["rounds"] = steps_out
-    assumptions = common_assumptions(delta, conversion, orders, [accountant])
+    # A PLD group bound uses no RDP: name the accountant that produced the number.
+    used = "pld" if effective_k > 1 and method == "pld" else accountant
+    assumptions = common_assumptions(delta, conversion, orders, [used])
     assumptions.update(final.assumptions)
     if effective_k > 1:
         assumptions["group"] = f"budget must hold for groups of k = {effective_k} ({method})"
