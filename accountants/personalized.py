@@ -1,0 +1,182 @@
+"""epsilon*(q): what one record spends in rPDP-FL when it is sampled with probability q.
+
+rPDP-FL (record-level personalised DP in cross-silo FL; slides ch. 3, Algorithm 2): in each of
+T rounds every client is sampled with probability lambda; a sampled client runs tau DP-SGD
+steps (noise multiplier sigma) in which record j is Poisson-sampled with its own probability
+q_j. Slides ch. 3 II bound the record's RDP at order alpha, with rho(alpha, q) the RDP of one
+sub-sampled Gaussian step (`accountants.rdp`, Mironov et al. 2019 §3.2):
+
+- untrusted clients or third parties (they see the global models):
+  rho_FL = T / (alpha - 1) * ln(1 - lambda + lambda e^{(alpha - 1) tau rho(alpha, q)});
+- honest-but-curious server (it sees the sampled clients' updates):
+  rho_FL = lambda T tau rho(alpha, q);
+
+and epsilon*(q) = min over alpha of the RDP-to-DP conversion of rho_FL
+(`accountants.conversion`: the slides' classic one, or the improved Lemma 2).
+
+The server formula counts lambda T rounds of participation, the expected number under Poisson
+client sampling. It is an upper bound when the record's client takes part in at most lambda T
+rounds (a fixed schedule); a server that samples the clients itself sees the random number of
+rounds, and for it the untrusted formula is the valid bound (it is the exact RDP of the
+participation mixture, and never smaller). `RecordSampledFL.assumptions` says so.
+
+Evaluation is vectorised over q and alpha at integer orders (`subsampled_gaussian_rdp_grid`),
+so one epsilon*(q) costs tens of microseconds and a curve of ten thousand rates a fraction of
+a second.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from .calibrate import Calibration
+from .calibrate import calibrate_sigma as calibrate_noise
+from .conversion import CONVERSIONS, epsilon_curve
+from .rdp import subsampled_gaussian_rdp_grid
+
+THREAT_MODELS = ("untrusted", "server")
+
+
+def _personalized_orders() -> np.ndarray:
+    # Integers only: the vectorised binomial sum needs them, and dp-accounting can check them.
+    # Every integer to 16, then about 15% apart to 256 (budgets down to about 0.05 at
+    # delta = 1e-5 find their optimum inside). Cost grows with the sum of the orders, so this
+    # is about 2,000 binomial terms per q instead of 33,000 for every integer to 256; a coarser
+    # set only loosens the bound (the minimum over fewer orders), it never invalidates it.
+    high = np.unique(np.round(np.geomspace(16, 256, 21)))
+    return np.unique(np.concatenate([np.arange(2.0, 17.0), high]))
+
+
+#: RDP orders of every personalised computation, for all inversion methods alike.
+PERSONALIZED_ORDERS: np.ndarray = _personalized_orders()
+PERSONALIZED_ORDERS.flags.writeable = False
+
+
+def orders_description(orders: np.ndarray) -> str:
+    """A short label for the assumptions block."""
+    orders = np.asarray(orders)
+    return f"{orders.size} integer orders {orders[0]:g}..{orders[-1]:g}"
+
+
+@dataclass(frozen=True)
+class RecordSampledFL:
+    """An rPDP-FL run, as seen by one record (slides ch. 3 I, Algorithm 2).
+
+    sigma: noise multiplier of every DP-SGD step.
+    local_steps: tau, DP-SGD steps per round on a sampled client.
+    rounds: T, federated rounds.
+    client_rate: lambda, Poisson sampling probability of a client per round.
+    threat_model: "untrusted" (clients or third parties) or "server" (honest but curious).
+    """
+
+    sigma: float
+    local_steps: int
+    rounds: int
+    client_rate: float = 1.0
+    threat_model: str = "untrusted"
+
+    def __post_init__(self) -> None:
+        if not (self.sigma > 0 and math.isfinite(self.sigma)):
+            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+        if self.local_steps < 1 or self.rounds < 1:
+            raise ValueError("local steps (tau) and rounds (T) must be >= 1")
+        if not 0 < self.client_rate <= 1:
+            raise ValueError(f"client rate must be in (0, 1], got {self.client_rate}")
+        if self.threat_model not in THREAT_MODELS:
+            raise ValueError(f"threat model must be one of {', '.join(THREAT_MODELS)}, "
+                             f"got {self.threat_model!r}")
+
+    def assumptions(self) -> dict[str, str]:
+        """What every epsilon of this run assumes, in words."""
+        run = (f"T = {self.rounds} rounds, clients sampled with probability lambda = "
+               f"{self.client_rate:g}; tau = {self.local_steps} DP-SGD steps per round, "
+               f"sigma = {self.sigma:g}; each record Poisson-sampled with its own q")
+        if self.threat_model == "untrusted":
+            threat = ("untrusted clients or third parties (slides ch. 3 II): rho_FL = "
+                      "T/(alpha-1) ln(1 - lambda + lambda e^{(alpha-1) tau rho(alpha, q)}); "
+                      "also valid for a server that sees which rounds the client joined")
+        else:
+            threat = ("honest-but-curious server (slides ch. 3 II): rho_FL = lambda T tau "
+                      "rho(alpha, q)")
+            if self.client_rate < 1:
+                threat += (f"; assumes the record's client takes part in at most lambda T = "
+                           f"{self.client_rate * self.rounds:g} rounds (a fixed schedule); "
+                           "with random participation use the untrusted model")
+        return {"run": run, "threat model": threat,
+                "neighbouring": "add or remove one record (record-level DP)"}
+
+
+def fl_rdp(run: RecordSampledFL, qs: np.ndarray, orders: np.ndarray) -> np.ndarray:
+    """rho_FL(alpha, q) of the whole run, shape (len(qs), len(orders)) (slides ch. 3 II)."""
+    orders = np.asarray(orders, dtype=float)
+    step = subsampled_gaussian_rdp_grid(orders, run.sigma, qs)
+    local = run.local_steps * step  # tau steps compose (Lemma 1)
+    if run.threat_model == "server":
+        return run.client_rate * run.rounds * local
+    if run.client_rate == 1.0:
+        return run.rounds * local
+    lam = run.client_rate
+    x = (orders - 1.0) * local  # (alpha - 1) tau rho, which can be in the tens of thousands
+    with np.errstate(over="ignore"):
+        # ln(1 - lambda + lambda e^x): log1p keeps full precision when x is tiny; for large x
+        # the same quantity as a log-sum-exp, which cannot overflow.
+        moderate = np.log1p(lam * np.expm1(np.minimum(x, 30.0)))
+        large = np.logaddexp(math.log1p(-lam), math.log(lam) + x)
+    return run.rounds * np.where(x <= 30.0, moderate, large) / (orders - 1.0)
+
+
+class EpsilonCurve:
+    """q -> epsilon*(q) at `delta` for one run: the minimum over `orders` of the converted
+    rho_FL (slides ch. 3 II). Vectorised over q; counts the rates it has evaluated.
+
+    Every value is an upper bound on the record's epsilon at `delta` under the run's threat
+    model; it is non-decreasing in q (the RDP of the sub-sampled Gaussian grows with q, and
+    both rho_FL formulas and the conversion are increasing in it).
+    """
+
+    def __init__(self, run: RecordSampledFL, delta: float, conversion: str = "improved",
+                 orders: np.ndarray = PERSONALIZED_ORDERS) -> None:
+        if not 0 < delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {delta}")
+        if conversion not in CONVERSIONS:
+            raise ValueError(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
+        self.run, self.delta, self.conversion = run, delta, conversion
+        self.orders = np.asarray(orders, dtype=float)
+        self.evaluations = 0
+
+    def __call__(self, qs: np.ndarray | float) -> np.ndarray:
+        qs = np.atleast_1d(np.asarray(qs, dtype=float))
+        self.evaluations += qs.size
+        rdp = fl_rdp(self.run, qs, self.orders)
+        eps = epsilon_curve(np.tile(self.orders, qs.size), rdp.ravel(), math.log(self.delta),
+                            self.conversion)
+        return np.maximum(eps.reshape(qs.size, self.orders.size).min(axis=1), 0.0)
+
+    def assumptions(self) -> dict[str, str]:
+        conversion = ("improved, ULDP-FL Lemma 2" if self.conversion == "improved"
+                      else "classic, eps = rho + log(1/delta)/(alpha-1) (as in the slides)")
+        return {**self.run.assumptions(), "delta": f"{self.delta:g}", "conversion": conversion,
+                "orders": orders_description(self.orders),
+                "bound": "every epsilon is an upper bound at this delta"}
+
+
+def calibrate_sigma(run: RecordSampledFL, delta: float, budget: float, q_cap: float = 1.0,
+                    conversion: str = "improved",
+                    orders: np.ndarray = PERSONALIZED_ORDERS) -> Calibration:
+    """The noise for a personalised run: the smallest sigma with epsilon*(q_cap) <= `budget`.
+
+    With `budget` the largest of the records' budgets, that record is sampled at q_cap (or just
+    below, by the rounding of sigma up to 4 significant digits) and every smaller budget gets a
+    smaller rate. `run.sigma` is ignored; epsilon*(q_cap) falls as sigma grows, so the generic
+    bisection of `accountants.calibrate` applies.
+    """
+    if not 0 < q_cap <= 1:
+        raise ValueError(f"q cap must be in (0, 1], got {q_cap:g}")
+
+    def epsilon_at_cap(sigma: float) -> float:
+        curve = EpsilonCurve(replace(run, sigma=sigma), delta, conversion, orders)
+        return float(curve(q_cap)[0])
+
+    return calibrate_noise(epsilon_at_cap, budget)

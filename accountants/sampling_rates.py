@@ -1,0 +1,516 @@
+"""Per-record sampling probabilities from per-record budgets (rPDP-FL, slides ch. 3 III).
+
+Every record j has a budget epsilon_j; it needs the largest q_j with epsilon*(q_j) <= epsilon_j,
+where epsilon*(q) is `personalized.EpsilonCurve` (increasing in q). Three ways, side by side:
+
+- ``exact`` (default): epsilon*(q) evaluated exactly on a geometric grid of rates q_min ... q_cap
+  with ratio <= 1.001, made non-decreasing by a running maximum (a no-op when the computed curve
+  is monotone, as it is checked to be; otherwise it only moves answers down), and each budget
+  given the largest grid rate whose epsilon is within it. The epsilon reported for a record is
+  the exact epsilon*(q) of the rate it gets, so it never exceeds the budget, and that rate is
+  within 0.1% of the largest admissible one (the next grid rate, at most 1.001 times larger,
+  already exceeds the budget). The grid is searched rather than tabulated whole (bisection on
+  its index for few budgets, guided probes or the budgets' stretch of it for many; see
+  `_exact_search`): the same answers as the whole table, with fewer evaluations.
+- ``scf``: the slides' Algorithm 3, Simulation-CurveFitting: epsilon* on a grid Pi of rates,
+  a least-squares fit f(q) = e^{a q + b} + c (R^2 reported), q_j = f^{-1}(epsilon_j), and q_cap
+  for budgets >= epsilon*(q_cap). A fitted inverse is not a bound: every SCF rate is therefore
+  re-accounted, and records whose true epsilon exceeds their budget are counted.
+- ``bisect``: the published BinarySearch baseline: bisection on q for every distinct budget,
+  to an absolute tolerance (1e-9 by default), keeping the side that meets the budget.
+
+Budgets outside [epsilon*(q_min), epsilon*(q_cap)] are infeasible in one direction: below, no
+usable rate meets them, and the only admissible rate is 0 (the record is never sampled, so it
+spends nothing); above, even q_cap leaves budget unspent. `INFEASIBLE` says what to do with them.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from .personalized import EpsilonCurve
+
+METHODS = ("exact", "scf", "bisect")
+
+#: What happens to budgets outside the feasible range.
+#: clamp: budgets above epsilon*(q_cap) get q_cap; budgets below epsilon*(q_min) get q = 0.
+#: exclude: both get q = 0 (the records are left out of training).
+#: fail: a ValueError naming how many there are and their range.
+INFEASIBLE = ("clamp", "exclude", "fail")
+
+#: Smallest sampling rate handed out; budgets below epsilon*(DEFAULT_Q_MIN) are infeasible.
+DEFAULT_Q_MIN = 1e-6
+#: Ratio between neighbouring rates of the exact method's grid: 0.1% resolution in q.
+GRID_RATIO = 1.001
+#: Size of Algorithm 3's grid Pi: rates q_cap/100, 2 q_cap/100, ..., q_cap.
+SCF_POINTS = 100
+#: Absolute tolerance in q of the bisection baseline.
+BISECT_TOLERANCE = 1e-9
+# SCF gives every distinct budget its own rate; up to this many are re-accounted one by one,
+# beyond that each is bracketed between two rates of the exact grid (a valid upper bound).
+SCF_EXACT_CHECK_LIMIT = 20_000
+
+STATUSES = ("ok", "capped", "excluded-low", "excluded-high")
+OK, CAPPED, EXCLUDED_LOW, EXCLUDED_HIGH = range(4)
+
+
+@dataclass(frozen=True)
+class FeasibleRange:
+    """The budgets some usable rate can meet: [epsilon*(q_min), epsilon*(q_cap)]."""
+
+    q_min: float
+    q_cap: float
+    epsilon_min: float
+    epsilon_max: float
+
+
+def rate_grid(q_min: float, q_cap: float, ratio: float = GRID_RATIO) -> np.ndarray:
+    """Geometric rates from q_min to q_cap (both included), neighbours at most `ratio` apart."""
+    _check_rates(q_min, q_cap)
+    if not ratio > 1:
+        raise ValueError(f"grid ratio must be > 1, got {ratio}")
+    if q_min == q_cap:
+        return np.array([q_cap])
+    n = math.ceil(math.log(q_cap / q_min) / math.log(ratio)) + 1
+    qs = np.geomspace(q_min, q_cap, n)
+    qs[0], qs[-1] = q_min, q_cap
+    return qs
+
+
+@dataclass(frozen=True)
+class EpsilonTable:
+    """epsilon*(q) on `rate_grid`, and its running maximum (`envelope`)."""
+
+    qs: np.ndarray
+    epsilons: np.ndarray
+    envelope: np.ndarray
+    monotone: bool  # whether the computed curve was already non-decreasing
+
+    @property
+    def feasible(self) -> FeasibleRange:
+        return FeasibleRange(float(self.qs[0]), float(self.qs[-1]), float(self.epsilons[0]),
+                             float(self.epsilons[-1]))
+
+    def bracket(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Lower and upper bounds on epsilon*(q) for rates in [q_min, q_cap], by monotonicity."""
+        k = np.clip(np.searchsorted(self.qs, q, side="right") - 1, 0, self.qs.size - 1)
+        on_grid = self.qs[k] == q
+        upper = np.where(on_grid, self.epsilons[k], self.envelope[np.minimum(k + 1, self.qs.size - 1)])
+        return self.epsilons[k], upper
+
+
+def epsilon_table(curve: EpsilonCurve, q_min: float, q_cap: float,
+                  ratio: float = GRID_RATIO) -> EpsilonTable:
+    """Tabulate `curve` on `rate_grid(q_min, q_cap, ratio)`."""
+    qs = rate_grid(q_min, q_cap, ratio)
+    eps = curve(qs)
+    return EpsilonTable(qs, eps, np.maximum.accumulate(eps), bool(np.all(np.diff(eps) >= 0)))
+
+
+def feasible_range(curve: EpsilonCurve, q_min: float, q_cap: float) -> FeasibleRange:
+    _check_rates(q_min, q_cap)
+    low, high = curve(np.array([q_min, q_cap]))
+    return FeasibleRange(q_min, q_cap, float(low), float(high))
+
+
+@dataclass
+class Personalization:
+    """Each record's rate and the epsilon it spends, from one method.
+
+    `spent` is an upper bound on the record's epsilon at its rate (0 for q = 0); `spent_lower`
+    equals it wherever the rate was accounted exactly, and is a lower bound otherwise (SCF rates
+    bracketed on the exact grid). `seconds` times the method itself; `check_seconds` the
+    re-accounting of rates the method did not account (SCF).
+    """
+
+    method: str
+    budgets: np.ndarray
+    q: np.ndarray
+    spent: np.ndarray
+    spent_lower: np.ndarray
+    status: np.ndarray  # indices into STATUSES
+    feasible: FeasibleRange
+    seconds: float
+    evaluations: int
+    check_seconds: float = 0.0
+    details: dict = field(default_factory=dict)
+    outside: Infeasible | None = None  # the budgets outside `feasible`
+    distinct: int = 0  # how many different budgets there are
+
+    @property
+    def overspent(self) -> np.ndarray:
+        """Records whose rate certainly spends more than their budget."""
+        return self.spent_lower > self.budgets
+
+    def status_names(self) -> np.ndarray:
+        return np.asarray(STATUSES, dtype=object)[self.status]
+
+    def summary(self) -> dict:
+        """Counts, ranges, errors and timings of this method, as plain numbers."""
+        inside = self.status == OK
+        over = self.overspent
+        excess = self.spent_lower[over] - self.budgets[over]
+        used = self.q > 0
+        unused = self.budgets[inside] - self.spent[inside]
+        return {
+            "method": self.method,
+            "records": int(self.budgets.size),
+            "in_range": int(inside.sum()),
+            "q_min": _stat(np.min, self.q[used]), "q_median": _stat(np.median, self.q[used]),
+            "q_max": _stat(np.max, self.q[used]),
+            "spent_max": _stat(np.max, self.spent),
+            "spent_over_budget_mean": _stat(np.mean, self.spent[inside] / self.budgets[inside]),
+            "unused_mean": _stat(np.mean, unused), "unused_max": _stat(np.max, unused),
+            "overspent": int(over.sum()),
+            "overspend_max": _stat(np.max, excess),
+            "overspend_max_relative": _stat(np.max, excess / self.budgets[over]),
+            "overspent_budget_max": _stat(np.max, self.budgets[over]),
+            "seconds": self.seconds, "check_seconds": self.check_seconds,
+            "evaluations": self.evaluations, **self.details,
+        }
+
+
+@dataclass(frozen=True)
+class Infeasible:
+    """Budgets outside the feasible range: how many, and their range, on each side."""
+
+    low: int
+    low_range: tuple[float, float] | None
+    high: int
+    high_range: tuple[float, float] | None
+
+    def message(self, feasible: FeasibleRange) -> str:
+        parts = []
+        if self.low:
+            parts.append(f"{self.low} budget(s) in [{self.low_range[0]:.6g}, {self.low_range[1]:.6g}] "
+                         f"below epsilon*(q_min = {feasible.q_min:g}) = {feasible.epsilon_min:.6g}")
+        if self.high:
+            parts.append(f"{self.high} budget(s) in [{self.high_range[0]:.6g}, {self.high_range[1]:.6g}] "
+                         f"above epsilon*(q_cap = {feasible.q_cap:g}) = {feasible.epsilon_max:.6g}")
+        return "; ".join(parts)
+
+
+def infeasible_budgets(budgets: np.ndarray, feasible: FeasibleRange,
+                       counts: np.ndarray | None = None) -> Infeasible:
+    """The budgets outside `feasible`; `counts` gives each budget's multiplicity (default 1)."""
+    counts = np.ones(budgets.size, dtype=np.int64) if counts is None else counts
+    low = budgets < feasible.epsilon_min
+    high = budgets > feasible.epsilon_max
+    return Infeasible(int(counts[low].sum()), _range(budgets[low]), int(counts[high].sum()),
+                      _range(budgets[high]))
+
+
+def check_budgets(budgets: np.ndarray) -> np.ndarray:
+    """`budgets` as a float array; a ValueError names the first that is not a finite number >= 0."""
+    budgets = np.asarray(budgets, dtype=float)
+    if budgets.ndim != 1 or budgets.size == 0:
+        raise ValueError("budgets must be a non-empty list of numbers")
+    bad = np.flatnonzero(~(np.isfinite(budgets) & (budgets >= 0)))
+    if bad.size:
+        raise ValueError(f"budget {budgets[bad[0]]!r} (record {bad[0]}) is not a finite number >= 0"
+                         + (f"; {bad.size} such budgets" if bad.size > 1 else ""))
+    return budgets
+
+
+def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exact",
+                q_min: float = DEFAULT_Q_MIN, q_cap: float = 1.0, infeasible: str = "clamp",
+                tolerance: float = BISECT_TOLERANCE, scf_points: int = SCF_POINTS,
+                grid_ratio: float = GRID_RATIO, table: EpsilonTable | None = None) -> Personalization:
+    """Every record's sampling rate under `method` (see the module docstring).
+
+    `table` may pass an `epsilon_table` of the same curve and rates, already computed (the
+    exact method then reuses it; SCF brackets with it).
+    """
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    if infeasible not in INFEASIBLE:
+        raise ValueError(f"infeasible must be one of {', '.join(INFEASIBLE)}, got {infeasible!r}")
+    if not tolerance > 0:
+        raise ValueError(f"tolerance must be > 0, got {tolerance}")
+    budgets = check_budgets(budgets)
+    _check_rates(q_min, q_cap)
+    if method == "scf":  # half a second to import: load it before the clock starts
+        import scipy.optimize  # noqa: F401
+    start, evaluations = time.perf_counter(), curve.evaluations
+    qs = rate_grid(q_min, q_cap, grid_ratio)
+    # Everything is worked out once per distinct budget, then spread to the records.
+    distinct, record_of = np.unique(budgets, return_inverse=True)
+    feasible = table.feasible if table is not None else feasible_range(curve, q_min, q_cap)
+
+    off = infeasible_budgets(distinct, feasible, np.bincount(record_of))
+    if infeasible == "fail" and (off.low or off.high):
+        raise ValueError(f"infeasible budgets: {off.message(feasible)}; use --infeasible clamp "
+                         "or exclude, or change sigma / --q-min / --q-cap")
+    low = distinct < feasible.epsilon_min
+    at_cap = distinct >= feasible.epsilon_max
+    inside = ~low & ~at_cap
+    u = distinct[inside]
+
+    details: dict = {}
+    check_seconds = 0.0
+    if method == "exact":
+        if table is not None:
+            q_u, spent_u = _exact_from_table(table, u)
+            search, monotone = "the whole grid, tabulated", table.monotone
+        else:
+            q_u, spent_u, search, monotone = _exact_search(curve, qs, u, feasible)
+        lower_u = spent_u
+        details = {"grid_points": int(qs.size), "grid_ratio": grid_ratio, "search": search}
+        if monotone is not None:
+            details["monotone"] = monotone
+    elif method == "bisect":
+        q_u, spent_u = _bisect(curve, u, feasible, tolerance)
+        lower_u = spent_u
+        details = {"tolerance": tolerance}
+    else:
+        fit = fit_scf(curve, q_cap, scf_points)
+        # Where the fit never comes down to a budget (budget <= c), f^{-1} has no value: the
+        # smallest usable rate, which is within every budget in range.
+        q_u = np.clip(np.nan_to_num(fit.inverse(u), nan=q_min), q_min, q_cap)
+        check_start = time.perf_counter()
+        spent_u, lower_u, how = _reaccount(curve, q_u, table, q_min, q_cap, grid_ratio)
+        check_seconds = time.perf_counter() - check_start
+        details = {"r2": fit.r2, "fit_a": fit.a, "fit_b": fit.b, "fit_c": fit.c,
+                   "scf_points": scf_points, "check": how}
+
+    q, spent, lower = np.zeros(distinct.size), np.zeros(distinct.size), np.zeros(distinct.size)
+    q[inside], spent[inside], lower[inside] = q_u, spent_u, lower_u
+    q[at_cap], spent[at_cap], lower[at_cap] = q_cap, feasible.epsilon_max, feasible.epsilon_max
+    status = np.zeros(distinct.size, dtype=np.uint8)
+    high = distinct > feasible.epsilon_max
+    status[high] = CAPPED
+    status[low] = EXCLUDED_LOW
+    if infeasible == "exclude":
+        q[high] = spent[high] = lower[high] = 0.0
+        status[high] = EXCLUDED_HIGH
+    q, spent, lower, status = q[record_of], spent[record_of], lower[record_of], status[record_of]
+    seconds = time.perf_counter() - start - check_seconds
+    return Personalization(method, budgets, q, spent, lower, status, feasible, seconds,
+                           curve.evaluations - evaluations, check_seconds, details, off,
+                           int(distinct.size))
+
+
+# Rates evaluated first across the whole grid, to find the stretch the budgets fall in, then
+# across that stretch, to bracket every budget between two of them.
+_SCOUT_POINTS = 32
+_GUIDE_POINTS = 128
+# Rates probed around each budget's interpolated index; budgets left unsettled probe as many
+# again just beyond the side they moved, then bisect what is left of their bracket.
+_PROBES = np.array([0, 1])
+
+
+def _exact_from_table(table: EpsilonTable, u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    # The largest grid rate whose (running-maximum) epsilon is within the budget; u >= its first
+    # entry, so k >= 0.
+    k = np.searchsorted(table.envelope, u, side="right") - 1
+    return table.qs[k], table.epsilons[k]
+
+
+def _exact_search(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray,
+                  feasible: FeasibleRange) -> tuple[np.ndarray, np.ndarray, str, bool | None]:
+    """For each sorted budget in `u`, the largest grid index whose epsilon is within it.
+
+    Every strategy keeps the invariant epsilon(qs[lo]) <= budget, as evaluated, and returns such
+    a lo, so every answer is conservative; on a monotone curve all give the whole table's
+    answer (the largest such index). Whichever evaluates fewest rates is used:
+
+    - few budgets: bisection on the grid index (about 14 evaluations each);
+    - else `_SCOUT_POINTS` rates across the grid find the stretch between the lowest and the
+      highest budget, and `_GUIDE_POINTS` rates across that stretch bracket every budget. Then
+      either the stretch is tabulated (budgets packed closely, or very many), or each budget's
+      index is guessed by quadratic interpolation of the index against log epsilon through three
+      guide rates, the rates at and after the guess are probed, and the few budgets they do not
+      settle probe on, then bisect inside what is left of their bracket.
+    """
+    n = qs.size
+    lo = np.zeros(u.size, dtype=np.int64)
+    hi = np.full(u.size, n - 1, dtype=np.int64)
+    spent = np.full(u.size, feasible.epsilon_min)
+    guided_cost = _SCOUT_POINTS + _GUIDE_POINTS + _PROBES.size * u.size
+    if u.size * math.ceil(math.log2(max(n, 2))) <= guided_cost:
+        _bisect_index(curve, qs, u, lo, hi, spent)
+        return qs[lo], spent, "bisection on the grid index", None
+
+    scout, eps_scout = _evaluate_between(curve, qs, 0, n - 1, _SCOUT_POINTS, feasible.epsilon_min,
+                                         feasible.epsilon_max)
+    envelope = np.maximum.accumulate(eps_scout)
+    j = np.searchsorted(envelope, u[[0, -1]], side="right") - 1
+    first, last = scout[j[0]], scout[j[1] + 1]
+    if last - first <= guided_cost:  # tabulate the stretch
+        eps = np.empty(last - first + 1)
+        eps[1:-1] = curve(qs[first + 1:last])
+        eps[0], eps[-1] = eps_scout[j[0]], eps_scout[j[1] + 1]
+        k = np.searchsorted(np.maximum.accumulate(eps), u, side="right") - 1
+        monotone = bool(np.all(np.diff(eps) >= 0))
+        return qs[first + k], eps[k], "the grid between the budgets' brackets, tabulated", monotone
+
+    guide, eps_guide = _evaluate_between(curve, qs, first, last, _GUIDE_POINTS,
+                                         eps_scout[j[0]], eps_scout[j[1] + 1])
+    envelope = np.maximum.accumulate(eps_guide)
+    j = np.searchsorted(envelope, u, side="right") - 1  # guide[j] <= answer < guide[j + 1]
+    lo[:], hi[:], spent[:] = guide[j], guide[j + 1], eps_guide[j]
+    monotone = bool(np.all(np.diff(eps_scout) >= 0) and np.all(np.diff(eps_guide) >= 0))
+    start = np.floor(_interpolated_index(guide, eps_guide, j, u)).astype(np.int64)
+    _probe(curve, qs, u, lo, hi, spent, start)
+    unsettled = hi - lo > 1
+    moved_up = lo > guide[j]
+    again = np.where(moved_up, lo + 1, hi - _PROBES.size)  # just beyond the side that moved
+    _probe(curve, qs, u, lo, hi, spent, again, unsettled)
+    _bisect_index(curve, qs, u, lo, hi, spent)
+    return qs[lo], spent, "guided probes on the grid index", monotone
+
+
+def _evaluate_between(curve: EpsilonCurve, qs: np.ndarray, first: int, last: int, points: int,
+                      eps_first: float, eps_last: float) -> tuple[np.ndarray, np.ndarray]:
+    """epsilon at about `points` grid indices from `first` to `last`; the ends are given, so that
+    every stage agrees to the last bit on what it was told."""
+    index = np.unique(np.round(np.linspace(first, last, points)).astype(np.int64))
+    eps = np.empty(index.size)
+    eps[1:-1] = curve(qs[index[1:-1]])
+    eps[0], eps[-1] = eps_first, eps_last
+    return index, eps
+
+
+def _probe(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+           spent: np.ndarray, start: np.ndarray, which: np.ndarray | None = None) -> None:
+    """Evaluate the indices start + _PROBES (inside each bracket) and tighten the brackets."""
+    rows = np.flatnonzero(hi - lo > 1) if which is None else np.flatnonzero(which & (hi - lo > 1))
+    if rows.size == 0:
+        return
+    probes = np.clip(start[rows, None] + _PROBES, lo[rows, None] + 1, hi[rows, None] - 1)
+    eps = curve(qs[probes.ravel()]).reshape(probes.shape)
+    fits = eps <= u[rows, None]
+    candidates = np.where(fits, probes, -1)
+    best = candidates.max(axis=1)
+    up = best > lo[rows]
+    lo[rows[up]] = best[up]
+    spent[rows[up]] = eps[up, np.argmax(candidates[up], axis=1)]
+    above = np.where(~fits & (probes > lo[rows, None]), probes, qs.size).min(axis=1)
+    hi[rows] = np.minimum(hi[rows], above)
+
+
+def _interpolated_index(guide: np.ndarray, eps_guide: np.ndarray, j: np.ndarray,
+                        u: np.ndarray) -> np.ndarray:
+    """Each budget's grid index estimated from three guide points (Lagrange in log epsilon).
+
+    log epsilon is smooth in log q, and the grid is geometric, so the index is a smooth function
+    of log epsilon; where that breaks (epsilon = 0, equal values) the bracket's midpoint is used.
+    """
+    first = np.clip(j - 1, 0, guide.size - 3)
+    x = guide[first[:, None] + np.arange(3)].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        y = np.log(eps_guide[first[:, None] + np.arange(3)])
+        t = np.log(u)[:, None]
+        guess = np.zeros(u.size)
+        for i in range(3):
+            weight = np.ones(u.size)
+            for m in range(3):
+                if m != i:
+                    weight *= (t[:, 0] - y[:, m]) / (y[:, i] - y[:, m])
+            guess += weight * x[:, i]
+    middle = 0.5 * (guide[j] + guide[np.minimum(j + 1, guide.size - 1)])
+    return np.where(np.isfinite(guess), guess, middle)
+
+
+def _bisect_index(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.ndarray,
+                  hi: np.ndarray, spent: np.ndarray) -> None:
+    """Bisection on the grid index, in place: epsilon(qs[lo]) = spent <= budget throughout."""
+    while True:
+        active = np.flatnonzero(hi - lo > 1)
+        if active.size == 0:
+            return
+        mid = (lo[active] + hi[active]) // 2
+        eps = curve(qs[mid])
+        fits = eps <= u[active]
+        lo[active[fits]], spent[active[fits]] = mid[fits], eps[fits]
+        hi[active[~fits]] = mid[~fits]
+
+
+def _bisect(curve: EpsilonCurve, u: np.ndarray, feasible: FeasibleRange,
+            tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    lo = np.full(u.size, feasible.q_min)
+    hi = np.full(u.size, feasible.q_cap)
+    spent = np.full(u.size, feasible.epsilon_min)
+    while True:
+        active = np.flatnonzero(hi - lo > tolerance)
+        if active.size == 0:
+            return lo, spent
+        mid = 0.5 * (lo[active] + hi[active])
+        eps = curve(mid)
+        fits = eps <= u[active]
+        lo[active[fits]], spent[active[fits]] = mid[fits], eps[fits]
+        hi[active[~fits]] = mid[~fits]
+
+
+@dataclass(frozen=True)
+class ScfFit:
+    """f(q) = e^{a q + b} + c fitted to epsilon* on the grid Pi (slides ch. 3 III, Algorithm 3)."""
+
+    a: float
+    b: float
+    c: float
+    r2: float
+    qs: np.ndarray
+    epsilons: np.ndarray
+
+    def __call__(self, q: np.ndarray) -> np.ndarray:
+        return np.exp(self.a * np.asarray(q) + self.b) + self.c
+
+    def inverse(self, epsilon: np.ndarray) -> np.ndarray:
+        """f^{-1}(epsilon) = (ln(epsilon - c) - b) / a; NaN where the fit never reaches epsilon."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            q = (np.log(np.asarray(epsilon) - self.c) - self.b) / self.a
+        return np.where(np.isfinite(q), q, np.nan)
+
+
+def fit_scf(curve: EpsilonCurve, q_cap: float, points: int = SCF_POINTS) -> ScfFit:
+    """Algorithm 3, lines 1-7: epsilon* on Pi = {q_cap i / points}, then the least-squares fit."""
+    if points < 3:
+        raise ValueError(f"SCF needs at least 3 grid points, got {points}")
+    qs = q_cap * np.arange(1, points + 1) / points
+    eps = curve(qs)
+    # Start from the straight-line fit of ln(epsilon) (c = 0), then fit all three together.
+    a0, b0 = np.polyfit(qs, np.log(np.maximum(eps, 1e-300)), 1)
+    from scipy.optimize import curve_fit  # half a second to import; only SCF needs it
+
+    model: Callable = lambda q, a, b, c: np.exp(a * q + b) + c  # noqa: E731
+    try:
+        (a, b, c), _ = curve_fit(model, qs, eps, p0=(a0, b0, 0.0), maxfev=20_000)
+    except RuntimeError:  # no convergence: keep the starting fit, whose R^2 says how good it is
+        a, b, c = a0, b0, 0.0
+    residual = eps - model(qs, a, b, c)
+    total = np.sum((eps - eps.mean()) ** 2)
+    r2 = 1.0 - float(np.sum(residual**2) / total) if total > 0 else 1.0
+    return ScfFit(float(a), float(b), float(c), r2, qs, eps)
+
+
+def _reaccount(curve: EpsilonCurve, q: np.ndarray, table: EpsilonTable | None, q_min: float,
+               q_cap: float, ratio: float) -> tuple[np.ndarray, np.ndarray, str]:
+    """epsilon*(q) of rates a method did not account: (upper, lower, how)."""
+    distinct, inverse = np.unique(q, return_inverse=True)
+    if distinct.size <= SCF_EXACT_CHECK_LIMIT:
+        eps = curve(distinct)[inverse] if distinct.size else np.zeros(0)
+        return eps, eps, "each rate re-accounted exactly"
+    if table is None:
+        table = epsilon_table(curve, q_min, q_cap, ratio)
+    lower, upper = table.bracket(q)
+    return upper, lower, f"bracketed on the exact grid (ratio {ratio:g}); spent is an upper bound"
+
+
+def _check_rates(q_min: float, q_cap: float) -> None:
+    if not 0 < q_cap <= 1:
+        raise ValueError(f"q cap must be in (0, 1], got {q_cap:g}")
+    if not 0 < q_min <= q_cap:
+        raise ValueError(f"q min must be in (0, q cap = {q_cap:g}], got {q_min:g}")
+
+
+def _range(values: np.ndarray) -> tuple[float, float] | None:
+    return (float(values.min()), float(values.max())) if values.size else None
+
+
+def _stat(fn: Callable, values: np.ndarray) -> float | None:
+    return float(fn(values)) if values.size else None

@@ -1,0 +1,151 @@
+"""Speed of `uldp personalize`: the three inversion methods side by side, and a million records.
+
+    python benchmarks/bench_personalize.py [--records 1000] [--repeat 3] [--big 1000000] [--format json]
+
+1. The runtime study of rPDP-FL (slides ch. 4 I) on its three budget sets, Group-3, Group-100
+   and Individual-1000 (published: BinarySearch 1.69 / 52.50 / 597.82 s, SCF 13.11 / 13.32 /
+   14.10 s): each of exact, scf and bisect in the library, the median of `--repeat` runs, with
+   how many records each overspends and how far its rates are from bisection's.
+   The slides state no sigma, T, tau, lambda or delta for that study; we use T = 50 rounds,
+   tau = 10 local steps, lambda = 1 (untrusted), delta = 1e-5, and sigma calibrated so that each
+   set's largest budget is reached at q = 1 (as `--calibrate-sigma` does).
+2. `--big` records with distinct budgets (Individual-1000) with exact, end to end: in the library
+   (draw, calibrate sigma, invert, write the CSV), then as a fresh `uldp personalize` process
+   writing its CSV (imports included), the median of `--repeat` runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from accountants.budgets import sample_budgets  # noqa: E402
+from accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
+from accountants.sampling_rates import METHODS, personalize  # noqa: E402
+
+PUBLISHED = {"group-3": {"bisect": 1.69, "scf": 13.11}, "group-100": {"bisect": 52.50, "scf": 13.32},
+             "individual-1000": {"bisect": 597.82, "scf": 14.10}}
+RUN = RecordSampledFL(sigma=1.0, local_steps=10, rounds=50, client_rate=1.0)
+DELTA = 1e-5
+
+
+def side_by_side(name: str, records: int, repeat: int) -> list[dict]:
+    budgets = sample_budgets(name, records, seed=0)
+    sigma = calibrate_sigma(RUN, DELTA, float(budgets.max())).value
+    rows, rates = [], {}
+    for method in METHODS:
+        times, result = [], None
+        for _ in range(repeat):
+            curve = EpsilonCurve(replace(RUN, sigma=sigma), DELTA)  # a fresh curve each time
+            result = personalize(budgets, curve, method=method)
+            times.append(result.seconds + result.check_seconds)
+        rates[method] = result.q
+        s = result.summary()
+        rows.append({"set": name, "records": records, "distinct": int(np.unique(budgets).size),
+                     "sigma": sigma, "method": method, "seconds": statistics.median(times),
+                     "evaluations": s["evaluations"], "overspent": s["overspent"],
+                     "overspend_max": s["overspend_max"], "r2": s.get("r2"),
+                     "published_seconds": PUBLISHED[name].get(method)})
+    for row in rows:
+        q, ref = rates[row["method"]], rates["bisect"]
+        used = ref > 0
+        row["max_q_gap_vs_bisect"] = float(np.max(np.abs(q[used] - ref[used]) / ref[used]))
+    return rows
+
+
+def big_library(records: int) -> dict:
+    from uldp_cli.personalize_io import Budgets, write_rates
+
+    start = time.perf_counter()
+    budgets = sample_budgets("individual-1000", records, seed=0)
+    drawn = time.perf_counter()
+    sigma = calibrate_sigma(RUN, DELTA, float(budgets.max())).value
+    calibrated = time.perf_counter()
+    result = personalize(budgets, EpsilonCurve(replace(RUN, sigma=sigma), DELTA))
+    inverted = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        write_rates(Path(tmp) / "q.csv", Budgets(np.arange(records), "id", "epsilon", budgets, "bench"),
+                    result)
+    written = time.perf_counter()
+    return {"records": records, "distinct": int(np.unique(budgets).size), "sigma": sigma,
+            "draw_s": drawn - start, "calibrate_s": calibrated - drawn,
+            "exact_s": inverted - calibrated, "write_csv_s": written - inverted,
+            "total_s": written - start, "evaluations": result.evaluations,
+            "overspent": result.summary()["overspent"]}
+
+
+def big_cli(records: int, repeat: int) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "q.csv"
+        cmd = [sys.executable, "-m", "uldp_cli", "personalize", "--distribution", "individual-1000",
+               "--records", str(records), "--calibrate-sigma", "--tau", "10", "--rounds", "50",
+               "--out", str(out), "--format", "json"]
+        subprocess.run(cmd, check=True, capture_output=True)  # warm-up: the OS file cache
+        times = []
+        for _ in range(repeat):
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, capture_output=True)
+            times.append(time.perf_counter() - start)
+        size = out.stat().st_size
+    return {"command": "uldp " + " ".join(cmd[3:]).replace(str(out), "/tmp/q.csv"),
+            "median_s": statistics.median(times), "best_s": min(times), "csv_bytes": size}
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1000, help="records per budget set")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--big", type=int, default=1_000_000, help="records of the end-to-end run")
+    parser.add_argument("--format", choices=["table", "json"], default="table")
+    args = parser.parse_args()
+
+    rows = [row for name in PUBLISHED for row in side_by_side(name, args.records, args.repeat)]
+    big = big_library(args.big)
+    cli = big_cli(args.big, args.repeat)
+    doc = {"machine": machine(), "run": "T = 50, tau = 10, lambda = 1, untrusted, delta = 1e-5, "
+                                        "sigma calibrated to the largest budget at q = 1",
+           "methods": rows, "big_library": big, "big_cli": cli}
+    if args.format == "json":
+        print(json.dumps(doc, indent=2))
+        return
+    print(f"machine: {doc['machine']}\nrun: {doc['run']}\n")
+    print(f"{'set':16} {'n':>6} {'sigma':>6} {'method':7} {'seconds':>9} {'published':>9} "
+          f"{'evals':>6} {'overspent':>9} {'max over':>9} {'q gap':>8}")
+    for r in rows:
+        published = "-" if r["published_seconds"] is None else f"{r['published_seconds']:.2f}"
+        over = "-" if r["overspend_max"] is None else f"{r['overspend_max']:.3g}"
+        print(f"{r['set']:16} {r['distinct']:>6} {r['sigma']:>6.4g} {r['method']:7} {r['seconds']:>9.4f} "
+              f"{published:>9} {r['evaluations']:>6} {r['overspent']:>9} {over:>9} "
+              f"{r['max_q_gap_vs_bisect']:>8.2e}")
+    print(f"\n{big['records']:,} records ({big['distinct']:,} distinct budgets), exact, library: "
+          f"draw {big['draw_s']:.3f} s, calibrate sigma {big['calibrate_s']:.3f} s, exact "
+          f"{big['exact_s']:.3f} s, write CSV {big['write_csv_s']:.3f} s, total {big['total_s']:.3f} s; "
+          f"overspent {big['overspent']}")
+    print(f"CLI, fresh process: median {cli['median_s']:.2f} s, best {cli['best_s']:.2f} s "
+          f"({cli['csv_bytes'] / 1e6:.0f} MB CSV)\n  {cli['command']}")
+
+
+if __name__ == "__main__":
+    main()

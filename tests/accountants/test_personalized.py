@@ -1,0 +1,138 @@
+"""epsilon*(q) of rPDP-FL: against dp-accounting, against hand-worked closed forms, and its shape."""
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from accountants.conversion import epsilon_curve
+from accountants.personalized import (PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL,
+                                      calibrate_sigma, fl_rdp)
+from accountants.rdp import subsampled_gaussian_rdp, subsampled_gaussian_rdp_grid
+
+dp_accounting = pytest.importorskip("dp_accounting")
+
+
+def _dp_accounting(sigma, q, steps, delta):
+    ref = dp_accounting.rdp.RdpAccountant(orders=[float(a) for a in PERSONALIZED_ORDERS])
+    ref.compose(dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
+    return np.array(ref._rdp), ref.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("sigma,tau,rounds,q", [
+    (1.0, 10, 50, 0.01), (0.8, 5, 100, 0.3), (3.0, 20, 10, 1e-4), (12.0, 10, 50, 0.6), (2.0, 1, 1, 1.0),
+])
+def test_untrusted_with_lambda_one_is_tau_t_steps_of_dp_accounting(sigma, tau, rounds, q):
+    run = RecordSampledFL(sigma, tau, rounds, client_rate=1.0, threat_model="untrusted")
+    ref_rdp, ref_eps = _dp_accounting(sigma, q, tau * rounds, 1e-5)
+    ours = fl_rdp(run, np.array([q]), PERSONALIZED_ORDERS)[0]
+    np.testing.assert_allclose(ours, ref_rdp, rtol=1e-9, atol=1e-300)
+    assert EpsilonCurve(run, 1e-5)(q)[0] == pytest.approx(ref_eps, rel=1e-9)
+
+
+@given(sigma=st.floats(0.4, 50), q=st.floats(1e-7, 1.0))
+def test_grid_rdp_is_the_scalar_rdp(sigma, q):
+    grid = subsampled_gaussian_rdp_grid(PERSONALIZED_ORDERS, sigma, np.array([q, 0.5, 1.0]))
+    for row, rate in zip(grid, (q, 0.5, 1.0)):
+        np.testing.assert_allclose(row, subsampled_gaussian_rdp(PERSONALIZED_ORDERS, sigma, rate),
+                                   rtol=1e-12, atol=1e-300)
+
+
+def _classic_min(rho_of_alpha, delta, orders=range(2, 257)):
+    """epsilon by hand: min over integer orders of rho + ln(1/delta)/(alpha - 1) (slides ch. 2)."""
+    return min(rho_of_alpha(a) + math.log(1 / delta) / (a - 1) for a in orders)
+
+
+@pytest.mark.parametrize("lam", [1.0, 0.5, 0.1])
+def test_both_threat_models_at_q_one_match_the_closed_forms(lam):
+    # At q = 1 the sub-sampled Gaussian is the Gaussian: rho(alpha) = alpha / (2 sigma^2).
+    sigma, tau, rounds, delta = 4.0, 5, 20, 1e-5
+    gauss = lambda a: a / (2 * sigma**2)  # noqa: E731
+    untrusted = lambda a: float(rounds / (a - 1) * mpmath.log(  # noqa: E731
+        1 - lam + lam * mpmath.exp((a - 1) * tau * gauss(a))))
+    server = lambda a: lam * rounds * tau * gauss(a)  # noqa: E731
+    orders = np.arange(2.0, 257.0)
+    for model, rho in (("untrusted", untrusted), ("server", server)):
+        run = RecordSampledFL(sigma, tau, rounds, lam, model)
+        np.testing.assert_allclose(fl_rdp(run, np.array([1.0]), orders)[0], [rho(a) for a in orders],
+                                   rtol=1e-12)
+        eps = EpsilonCurve(run, delta, "classic", orders)(1.0)[0]
+        assert eps == pytest.approx(_classic_min(rho, delta), rel=1e-12)
+
+
+def test_a_hand_worked_value():
+    # sigma = 2, tau = T = 1, lambda = 1, q = 1: rho(alpha) = alpha / 8; classic conversion at
+    # delta = e^-2: min over alpha of alpha/8 + 2/(alpha - 1) is at alpha = 5: 5/8 + 1/2 = 1.125.
+    run = RecordSampledFL(2.0, 1, 1)
+    assert EpsilonCurve(run, math.exp(-2), "classic", np.arange(2.0, 20.0))(1.0)[0] == pytest.approx(1.125)
+    # Half the clients: untrusted ln(1/2 + e^{(alpha-1) alpha/8}/2)/(alpha-1) at alpha = 2 is
+    # ln((1 + e^{1/4})/2) = 0.13261...; the server's lambda T tau rho is 0.125.
+    half = dict(sigma=2.0, local_steps=1, rounds=1, client_rate=0.5)
+    assert fl_rdp(RecordSampledFL(**half), np.array([1.0]), np.array([2.0]))[0, 0] == pytest.approx(
+        math.log((1 + math.exp(0.25)) / 2), rel=1e-14)
+    assert fl_rdp(RecordSampledFL(**half, threat_model="server"), np.array([1.0]),
+                  np.array([2.0]))[0, 0] == pytest.approx(0.125, rel=1e-14)
+
+
+@given(sigma=st.floats(0.5, 30), tau=st.integers(1, 50), rounds=st.integers(1, 200),
+       lam=st.floats(0.01, 1.0), model=st.sampled_from(["untrusted", "server"]),
+       qs=st.lists(st.floats(1e-7, 1.0), min_size=2, max_size=40))
+def test_epsilon_is_non_decreasing_in_q(sigma, tau, rounds, lam, model, qs):
+    qs = np.sort(np.asarray(qs))
+    eps = EpsilonCurve(RecordSampledFL(sigma, tau, rounds, lam, model), 1e-5)(qs)
+    assert np.all(np.isfinite(eps)) and np.all(eps >= 0)
+    assert np.all(np.diff(eps) >= 0)
+
+
+@given(sigma=st.floats(0.5, 30), lam=st.floats(0.01, 1.0), q=st.floats(1e-6, 1.0))
+def test_untrusted_is_never_below_the_server_bound(sigma, lam, q):
+    # ln(1 - lam + lam e^x) >= lam x (Jensen), with equality at lam = 1.
+    args = (sigma, 10, 30, lam)
+    untrusted = fl_rdp(RecordSampledFL(*args, "untrusted"), np.array([q]), PERSONALIZED_ORDERS)
+    server = fl_rdp(RecordSampledFL(*args, "server"), np.array([q]), PERSONALIZED_ORDERS)
+    assert np.all(untrusted >= server * (1 - 1e-12))
+
+
+def test_huge_exponents_stay_finite():
+    # (alpha - 1) tau rho reaches 1e6 here; ln(1 - lam + lam e^x) must be x + ln(lam), not inf.
+    run = RecordSampledFL(0.3, 100, 10, 0.5)
+    rdp = fl_rdp(run, np.array([1.0]), np.array([256.0]))[0, 0]
+    x = 255 * 100 * 256 / (2 * 0.09)
+    assert rdp == pytest.approx(10 * (x + math.log(0.5)) / 255, rel=1e-12)
+
+
+def test_one_evaluation_matches_the_conversion_of_its_rdp():
+    run = RecordSampledFL(1.5, 10, 50, 0.7)
+    rdp = fl_rdp(run, np.array([0.05]), PERSONALIZED_ORDERS)[0]
+    expected = epsilon_curve(PERSONALIZED_ORDERS, rdp, math.log(1e-6))[:, 0].min()
+    assert EpsilonCurve(run, 1e-6)(0.05)[0] == expected
+
+
+@pytest.mark.parametrize("q_cap", [1.0, 0.25])
+def test_calibrated_sigma_reaches_the_largest_budget_at_the_cap(q_cap):
+    run = RecordSampledFL(1.0, 10, 50, 0.5)
+    found = calibrate_sigma(run, 1e-5, 4.0, q_cap)
+    at = lambda s: EpsilonCurve(RecordSampledFL(s, 10, 50, 0.5), 1e-5)(q_cap)[0]  # noqa: E731
+    assert at(found.value) == pytest.approx(found.epsilon) and found.epsilon <= 4.0
+    assert at(found.value * 0.999) > 4.0  # a little less noise would overspend: it is the smallest
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    (dict(sigma=0.0, local_steps=1, rounds=1), "sigma"),
+    (dict(sigma=1.0, local_steps=0, rounds=1), "tau"),
+    (dict(sigma=1.0, local_steps=1, rounds=1, client_rate=0.0), "client rate"),
+    (dict(sigma=1.0, local_steps=1, rounds=1, threat_model="nobody"), "threat model"),
+])
+def test_bad_runs_are_rejected(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        RecordSampledFL(**kwargs)
+
+
+def test_grid_rejects_what_it_cannot_compute():
+    with pytest.raises(ValueError, match="integers"):
+        subsampled_gaussian_rdp_grid(np.array([1.5]), 1.0, np.array([0.1]))
+    with pytest.raises(ValueError, match="sampling rates"):
+        subsampled_gaussian_rdp_grid(np.array([2.0]), 1.0, np.array([0.0]))

@@ -1,0 +1,259 @@
+"""`uldp personalize`: per-record sampling probabilities from per-record budgets (rPDP-FL)."""
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import click
+import numpy as np
+
+from accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
+from accountants.conversion import CONVERSIONS
+from accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
+from accountants.personalized import calibrate_sigma as calibrate_noise
+from accountants.sampling_rates import (BISECT_TOLERANCE, DEFAULT_Q_MIN, INFEASIBLE, METHODS, STATUSES,
+                                        Personalization, fit_scf, personalize)
+
+from ..config import config_option
+from ..errors import library_errors, one_line
+from ..options import OpenUnitInterval, PositiveFloat, PositiveInt, Probability, format_option
+from ..personalize_io import Budgets, draw_plot, read_budgets, write_rates
+from ..progress import status
+from ..render import emit
+
+METHOD_COLUMNS = [("method", "method"), ("seconds", "seconds"), ("q", "q: min / median / max"),
+                  ("unused", "unused eps"), ("overspent", "overspent"),
+                  ("overspend_max", "max overspend"), ("r2", "R^2")]
+CSV_FIELDS = ["method", "records", "in_range", "q_min", "q_median", "q_max", "spent_max",
+              "spent_over_budget_mean", "unused_mean", "unused_max", "overspent", "overspend_max",
+              "overspend_max_relative", "overspent_budget_max", "seconds", "check_seconds",
+              "evaluations", "r2", "tolerance", "grid_points", "search"]
+BUDGET_COLUMNS = [("row", "which"), ("count", "records"), ("budget", "budget"), ("q", "q"),
+                  ("spent", "epsilon spent"), ("status", "status")]
+# Budget sets with at most this many distinct values are listed value by value; larger ones
+# by quantiles.
+LISTED_BUDGETS = 12
+QUANTILES = (0, 1, 10, 50, 90, 99, 100)
+
+
+@click.command("personalize")
+@click.option("--budgets", "budgets_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="CSV file of per-record budgets (with a header line).")
+@click.option("--budget-column", default="epsilon", show_default=True,
+              help="Column of --budgets holding each record's epsilon.")
+@click.option("--id-column", default=None,
+              help="Column of --budgets naming the records [default: id, else row numbers].")
+@click.option("--distribution", type=click.Choice(list(DISTRIBUTIONS)), default=None,
+              help="Draw the budgets from an rPDP-FL preset instead of --budgets.")
+@click.option("--records", type=PositiveInt(), default=1000, show_default=True,
+              help="Number of records drawn with --distribution.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of --distribution.")
+@click.option("--sigma", type=PositiveFloat(), default=None, help="Noise multiplier of DP-SGD (> 0).")
+@click.option("--calibrate-sigma", is_flag=True,
+              help="Choose sigma so that the largest budget is reached at q = --q-cap.")
+@click.option("--tau", type=PositiveInt(), required=True, help="Local DP-SGD steps per round.")
+@click.option("--rounds", type=PositiveInt(), required=True, help="Federated rounds T.")
+@click.option("--client-rate", type=Probability(), default=1.0, show_default=True,
+              help="Client sampling probability lambda per round, in (0, 1].")
+@click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
+              help="Target delta, in (0, 1).")
+@click.option("--threat-model", type=click.Choice(THREAT_MODELS), default="untrusted", show_default=True,
+              help="untrusted clients / third parties, or an honest-but-curious server.")
+@click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved", show_default=True,
+              help="RDP to DP: improved (Lemma 2) or classic (the slides').")
+@click.option("--method", type=click.Choice(METHODS), default="exact", show_default=True,
+              help="exact (never over budget, within 0.1% of the best q), scf or bisect.")
+@click.option("--compare", is_flag=True, help="Also run the other two methods and compare them.")
+@click.option("--q-cap", type=Probability(), default=1.0, show_default=True,
+              help="Largest sampling probability handed out, in (0, 1].")
+@click.option("--q-min", type=Probability(), default=DEFAULT_Q_MIN, show_default=True,
+              help="Smallest usable sampling probability; lower budgets are infeasible.")
+@click.option("--infeasible", type=click.Choice(INFEASIBLE), default="clamp", show_default=True,
+              help="Budgets above epsilon*(q-cap) / below epsilon*(q-min): clamp (q = cap / "
+                   "q = 0), exclude (q = 0), or fail.")
+@click.option("--tolerance", type=PositiveFloat(), default=BISECT_TOLERANCE, show_default=True,
+              help="Absolute tolerance in q of --method bisect.")
+@click.option("--out", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              callback=lambda ctx, param, path: _output_path(path, param),
+              help="Write every record's id, budget, q, epsilon spent and status to this CSV.")
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              callback=lambda ctx, param, path: _output_path(path, param),
+              help="Draw epsilon*(q), the SCF fit and the records' (q, budget) to this PNG.")
+@format_option
+@config_option
+def command(budgets_path, budget_column, id_column, distribution, records, seed, sigma,
+            calibrate_sigma, tau, rounds, client_rate, delta, threat_model, conversion, method,
+            compare, q_cap, q_min, infeasible, tolerance, out, plot, fmt):
+    """Per-record sampling probabilities q from per-record budgets (rPDP-FL, slides ch. 3).
+
+    Each record gets the largest q whose epsilon*(q), over T rounds of tau DP-SGD steps with
+    client sampling lambda, stays within its budget.
+
+    \b
+      uldp personalize --distribution group-3 --sigma 1.2 --tau 10 --rounds 50
+      uldp personalize --budgets budgets.csv --calibrate-sigma --tau 10 --rounds 50 --out q.csv
+      uldp personalize --distribution individual-1000 --calibrate-sigma --tau 10 --rounds 50 \\
+          --compare --plot curve.png
+    """
+    if (budgets_path is None) == (distribution is None):
+        raise click.UsageError("give exactly one of --budgets FILE.csv or --distribution NAME")
+    if (sigma is None) == (not calibrate_sigma):
+        raise click.UsageError("give exactly one of --sigma or --calibrate-sigma")
+    if q_min > q_cap:
+        raise click.BadParameter(f"{q_min:g} is above --q-cap {q_cap:g}", param_hint="'--q-min'")
+    budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed)
+    run = RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model)
+    methods = [method] + [m for m in METHODS if m != method] if compare else [method]
+    with library_errors(), status(fmt, "personalizing") as update:
+        calibration = None
+        if calibrate_sigma:
+            update("calibrating sigma")
+            calibration = calibrate_noise(run, delta, float(budgets.values.max()), q_cap, conversion)
+            run = replace(run, sigma=calibration.value)
+        curve = EpsilonCurve(run, delta, conversion)
+        results = []
+        for name in methods:
+            update(f"method {name}")
+            results.append(personalize(budgets.values, curve, method=name, q_min=q_min,
+                                       q_cap=q_cap, infeasible=infeasible, tolerance=tolerance))
+        chosen = results[0]
+        if out is not None:
+            update("writing the rates")
+            with _writing(out, "--out"):
+                write_rates(out, budgets, chosen)
+        if plot is not None:
+            update("drawing")
+            with _writing(plot, "--plot"):
+                _plot(plot, curve, chosen, run, delta)
+    _render(fmt, budgets, run, curve, calibration, results, infeasible, out, plot)
+
+
+def _output_path(path: Path | None, param: click.Parameter) -> Path | None:
+    """Refuse, before any work, an output file whose directory does not exist or is not writable."""
+    if path is not None:
+        directory = path.resolve().parent
+        if not directory.is_dir() or not os.access(directory, os.W_OK):
+            raise click.BadParameter(f"{path}: directory {directory} does not exist or is not writable",
+                                     param=param)
+    return path
+
+
+@contextmanager
+def _writing(path: Path, option: str) -> Iterator[None]:
+    try:
+        yield
+    except OSError as error:
+        raise click.BadParameter(f"{path}: cannot write it ({one_line(error)})",
+                                 param_hint=f"'{option}'") from error
+
+
+def _budgets(path, budget_column, id_column, distribution, records, seed) -> Budgets:
+    if path is not None:
+        return read_budgets(path, budget_column, id_column or "id", id_column is not None)
+    values = sample_budgets(distribution, records, seed)
+    return Budgets(np.arange(records), "id", "epsilon", values,
+                   f"{describe(distribution)}; {records} records, seed {seed}")
+
+
+def _plot(path: Path, curve: EpsilonCurve, chosen: Personalization, run: RecordSampledFL,
+          delta: float) -> None:
+    feasible = chosen.feasible
+    qs = np.geomspace(feasible.q_min, feasible.q_cap, 400)
+    title = (f"rPDP-FL, {run.threat_model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
+             f"T = {run.rounds}, lambda = {run.client_rate:g}, delta = {delta:g}")
+    draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title)
+
+
+def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible, out, plot) -> None:
+    chosen = results[0]
+    feasible = chosen.feasible
+    off = chosen.outside
+    summaries = [r.summary() for r in results]
+    assumptions = {"budgets": f"{budgets.source} ({chosen.budgets.size} records, "
+                              f"{chosen.distinct} distinct, "
+                              f"{chosen.budgets.min():.4g}..{chosen.budgets.max():.4g})",
+                   **curve.assumptions()}
+    if calibration is not None:
+        assumptions["sigma"] = (f"{run.sigma:g}, calibrated: epsilon*(q_cap = {feasible.q_cap:g}) = "
+                                f"{calibration.epsilon:.6g} <= largest budget "
+                                f"{chosen.budgets.max():.6g}")
+    assumptions["feasible"] = (f"q in [{feasible.q_min:g}, {feasible.q_cap:g}] gives epsilon in "
+                               f"[{feasible.epsilon_min:.6g}, {feasible.epsilon_max:.6g}]")
+    assumptions["method"] = _method_text(chosen)
+    notes = _notes(summaries, off, feasible, infeasible, out)
+    budget_rows = _budget_rows(chosen)
+    document = {"command": "personalize", "assumptions": assumptions,
+                "sigma": run.sigma, "calibrated_sigma": calibration is not None,
+                "feasible": vars(feasible), "infeasible": {
+                    "policy": infeasible, "below": off.low, "below_range": off.low_range,
+                    "above": off.high, "above_range": off.high_range},
+                "methods": summaries, "budgets": budget_rows,
+                "out": str(out) if out else None, "plot": str(plot) if plot else None,
+                "notes": notes}
+    if fmt == "table":
+        shown = [c for c in BUDGET_COLUMNS if any(row[c[0]] is not None for row in budget_rows)]
+        emit("budgets against epsilon spent (" + chosen.method + ")", shown, budget_rows, fmt)
+    rows, columns = [_table_row(summary) for summary in summaries], METHOD_COLUMNS
+    if fmt == "csv":
+        rows, columns = summaries, [(key, key) for key in CSV_FIELDS]
+    emit("uldp personalize", columns, rows, fmt, assumptions=assumptions, document=document,
+         notes=notes)
+
+
+def _table_row(s: dict) -> dict:
+    q = (f"{s['q_min']:.4g} / {s['q_median']:.4g} / {s['q_max']:.4g}" if s["q_min"] is not None
+         else None)
+    return {"method": s["method"], "seconds": s["seconds"] + s["check_seconds"], "q": q,
+            "unused": s["unused_mean"], "overspent": s["overspent"],
+            "overspend_max": s["overspend_max"],
+            "r2": f"{s['r2']:.6f}" if s.get("r2") is not None else None}
+
+
+def _method_text(result: Personalization) -> str:
+    if result.method == "exact":
+        return ("exact: largest rate on a geometric grid (ratio 1.001) with epsilon*(q) <= budget; "
+                "epsilon spent is epsilon*(q) of the rate handed out")
+    if result.method == "bisect":
+        return f"bisect: bisection on q to {result.details['tolerance']:g} per distinct budget"
+    return ("scf: Simulation-CurveFitting (Algorithm 3), fit e^(aq+b)+c on "
+            f"{result.details['scf_points']} rates; rates re-accounted: {result.details['check']}")
+
+
+def _budget_rows(result: Personalization) -> list[dict]:
+    budgets = result.budgets
+    if result.distinct <= LISTED_BUDGETS:
+        values, first, counts = np.unique(budgets, return_index=True, return_counts=True)
+        picks = [(f"budget {value:g}", int(count), int(i)) for value, i, count in zip(values, first, counts)]
+    else:
+        n = budgets.size
+        ranks = [min(n - 1, int(round(p / 100 * (n - 1)))) for p in QUANTILES]
+        order = np.argpartition(budgets, ranks)  # the records at those ranks, without a full sort
+        picks = [(f"p{p}", None, int(order[r])) for p, r in zip(QUANTILES, ranks)]
+    return [{"row": label, "count": count, "budget": float(budgets[i]), "q": float(result.q[i]),
+             "spent": float(result.spent[i]), "status": STATUSES[result.status[i]]}
+            for label, count, i in picks]
+
+
+def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
+    notes = []
+    if off.low or off.high:
+        if infeasible == "exclude":
+            action = "these records get q = 0 (never sampled, they spend nothing)"
+        else:
+            action = "; ".join(([f"those above get q = {feasible.q_cap:g}"] if off.high else [])
+                               + (["those below get q = 0 (never sampled)"] if off.low else []))
+        notes.append(f"outside the feasible range: {off.message(feasible)}; {action}")
+    for s in summaries:
+        if s["overspent"]:
+            notes.append(f"{s['method']}: {s['overspent']} of {s['records']} records OVERSPEND their "
+                         f"budget (by up to {s['overspend_max']:.4g}, {100 * s['overspend_max_relative']:.3g}%"
+                         f"); a fitted inverse is not a bound")
+        elif s["method"] != "scf":
+            notes.append(f"{s['method']}: every record's epsilon spent <= its budget (re-checked)")
+    if out is None:
+        notes.append("per-record rates were not written; add --out q.csv")
+    return notes

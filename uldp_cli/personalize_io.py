@@ -1,0 +1,212 @@
+"""Files of `uldp personalize`: the budgets CSV it reads, the rates CSV and the plot it writes.
+
+CSV goes through pyarrow when it is installed (a million rows read or written in about half a
+second each), else through the standard csv module (a few seconds per million rows); either
+way floats are written in their shortest round-trip form, so the q read back is the q that was
+accounted.
+matplotlib is imported only when a plot is asked for, with the Agg backend (no display).
+"""
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import numpy as np
+
+from accountants.sampling_rates import STATUSES, Personalization, ScfFit
+
+from .errors import one_line
+from .files import atomic_write_bytes
+
+OUTPUT_COLUMNS = ("q", "epsilon_spent", "status")
+# Records drawn in a plot at most (a random subset beyond that keeps the file small).
+PLOT_POINTS = 5000
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Per-record budgets and the ids that name the records in the output."""
+
+    ids: object  # as written in the file (pyarrow or numpy strings), or row numbers
+    id_name: str
+    budget_name: str
+    values: np.ndarray
+    source: str
+
+
+def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool) -> Budgets:
+    """Budgets from a CSV file with a header; ids from `id_column`, else the row numbers (from 1).
+
+    Every problem is a `click.BadParameter` on --budgets (one line, exit status 2): an unreadable
+    file, a missing column, a value that is not a number, a negative, NaN, infinite or empty
+    budget (naming the first such row and its id).
+    """
+    def fail(message: str) -> click.BadParameter:
+        return click.BadParameter(f"{path}: {message}", param_hint="'--budgets'")
+
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            header = next(csv.reader(handle), None)
+    except (OSError, UnicodeDecodeError) as error:
+        raise fail(f"cannot read it ({one_line(error)})") from error
+    if not header:
+        raise fail("empty file; expected a header line naming the columns")
+    if budget_column not in header:
+        raise fail(f"no column {budget_column!r} (columns: {', '.join(header)}); "
+                   "name the budget column with --budget-column")
+    has_ids = id_column in header
+    if id_given and not has_ids:
+        raise fail(f"no column {id_column!r} (columns: {', '.join(header)}) for --id-column")
+    for name in (budget_column, id_column if has_ids else "row"):
+        if name in OUTPUT_COLUMNS:
+            raise fail(f"column {name!r} would clash with the output's {', '.join(OUTPUT_COLUMNS)}")
+    try:
+        reader = _read_arrow if _pyarrow() else _read_stdlib
+        ids, values, missing = reader(path, budget_column, id_column if has_ids else None)
+    except ValueError as error:
+        raise fail(one_line(error)) from error
+    if values.size == 0:
+        raise fail("no records")
+    if ids is None:
+        ids = np.arange(1, values.size + 1)
+    bad = np.flatnonzero(~(np.isfinite(values) & (values >= 0)))
+    if bad.size:
+        row = int(bad[0])
+        value = "missing" if missing[row] else repr(float(values[row]))
+        more = f" ({bad.size} such rows)" if bad.size > 1 else ""
+        raise fail(f"row {row + 1} (id {ids[row]!s}): budget {value} is not a finite "
+                   f"number >= 0{more}")
+    return Budgets(ids, id_column if has_ids else "row", budget_column, values, str(path))
+
+
+def _pyarrow() -> bool:
+    """Whether pyarrow is there; without it the standard csv module does the same, slower."""
+    try:
+        import pyarrow.csv  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _read_arrow(path: Path, budget_column: str, id_column: str | None):
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    columns = [budget_column] if id_column is None else [id_column, budget_column]
+    types = {budget_column: pa.float64(), **({} if id_column is None else {id_column: pa.string()})}
+    try:
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            include_columns=columns, column_types=types, null_values=[""],
+            strings_can_be_null=False))
+    except (pa.ArrowInvalid, OSError) as error:
+        raise ValueError(str(error)) from error
+    column = table.column(budget_column)
+    values = column.to_numpy(zero_copy_only=False)  # empty cells (nulls) arrive as NaN
+    missing = column.is_null().to_numpy(zero_copy_only=False)
+    ids = None if id_column is None else table.column(id_column).combine_chunks()
+    return ids, values, missing
+
+
+def _read_stdlib(path: Path, budget_column: str, id_column: str | None):
+    ids, values, missing = [], [], []
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row, record in enumerate(csv.DictReader(handle), start=1):
+            text = (record.get(budget_column) or "").strip()
+            missing.append(text == "")
+            try:
+                values.append(float(text) if text else float("nan"))
+            except ValueError:
+                raise ValueError(f"row {row}: budget {text!r} is not a number") from None
+            if id_column is not None:
+                ids.append(record.get(id_column) or "")
+    return (None if id_column is None else np.asarray(ids, dtype=object),
+            np.asarray(values, dtype=float), np.asarray(missing, dtype=bool))
+
+
+def write_rates(path: Path, budgets: Budgets, result: Personalization) -> None:
+    """The records' ids and budgets with their q, the epsilon they spend and their status.
+
+    Floats are written in their shortest round-trip form, so the q read back is the q accounted.
+    """
+    names = [budgets.id_name, budgets.budget_name, *OUTPUT_COLUMNS]
+    if _pyarrow():
+        data = _rates_arrow(names, budgets, result)
+    else:
+        buffer = io.StringIO()
+        writer = csv.writer(buffer, lineterminator="\n")
+        writer.writerow(names)
+        status = np.asarray(STATUSES, dtype=object)[result.status]
+        writer.writerows(zip(list(budgets.ids), budgets.values.tolist(), result.q.tolist(),
+                             result.spent.tolist(), status.tolist()))
+        data = buffer.getvalue().encode("utf-8")
+    atomic_write_bytes(path, data)
+
+
+def _rates_arrow(names: list[str], budgets: Budgets, result: Personalization) -> memoryview:
+    import pyarrow as pa
+
+    ids = budgets.ids if isinstance(budgets.ids, pa.Array) else _arrow(np.asarray(budgets.ids))
+    table = pa.table(dict(zip(names, [
+        ids, _arrow(budgets.values), _arrow(result.q), _arrow(result.spent),
+        pa.DictionaryArray.from_arrays(_arrow(result.status), pa.array(STATUSES))])))
+    header = io.StringIO()
+    csv.writer(header, lineterminator="\n").writerow(names)
+    try:  # plain fields, unless an id holds a comma, a quote or a line break
+        return _csv_bytes(header.getvalue(), table, "none")
+    except pa.ArrowInvalid:
+        return _csv_bytes(header.getvalue(), table, "needed")
+
+
+def _arrow(values: np.ndarray):
+    """A numpy array as an arrow array, without copying; `pa.array` would first import pandas
+    (half a second) to check whether it was given a pandas object."""
+    import pyarrow as pa
+
+    values = np.ascontiguousarray(values)
+    kind = {np.dtype(np.float64): pa.float64(), np.dtype(np.int64): pa.int64(),
+            np.dtype(np.uint8): pa.uint8()}[values.dtype]
+    return pa.Array.from_buffers(kind, values.size, [None, pa.py_buffer(values)])
+
+
+def _csv_bytes(header: str, table, quoting: str) -> memoryview:
+    import pyarrow.csv as pacsv
+
+    buffer = io.BytesIO()
+    buffer.write(header.encode("utf-8"))
+    pacsv.write_csv(table, buffer, write_options=pacsv.WriteOptions(include_header=False,
+                                                                    quoting_style=quoting))
+    return buffer.getbuffer()
+
+
+def draw_plot(path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit,
+              result: Personalization, title: str) -> None:
+    """epsilon*(q), the SCF fit, and each record's (q, budget), on a log q axis, as a PNG."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    axes.plot(qs, epsilons, color="black", lw=1.6, label="epsilon*(q), exact")
+    axes.plot(qs, fit(qs), color="tab:orange", lw=1.2, ls="--",
+              label=f"SCF fit e^(aq+b)+c, R^2 = {fit.r2:.5f}")
+    used = np.flatnonzero(result.q > 0)
+    if used.size > PLOT_POINTS:
+        used = np.sort(np.random.default_rng(0).choice(used, PLOT_POINTS, replace=False))
+    axes.scatter(result.q[used], result.budgets[used], s=6, color="tab:blue", alpha=0.5,
+                 label=f"records (q, budget), {result.method}")
+    axes.set_xscale("log")
+    # The budgets are what the plot is about; epsilon*(q) may climb far above them near q = 1.
+    axes.set_ylim(0, 1.15 * max(float(result.budgets.max()), float(epsilons[0])))
+    axes.set_xlabel("sampling probability q")
+    axes.set_ylabel("epsilon")
+    axes.set_title(title, fontsize=9)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize=8, loc="upper left")
+    buffer = io.BytesIO()
+    figure.tight_layout()
+    figure.savefig(buffer, format="png")
+    plt.close(figure)
+    atomic_write_bytes(path, buffer.getvalue())
