@@ -56,11 +56,16 @@ from .mechanism import Mechanism, ParallelSilos, SubsampledGaussian, silos_of
 _GRID_PER_LOSS_STD = 30.0
 # The group bound over silos accounts every split of k; beyond this many it is too slow.
 MAX_PARTITIONS = 200
+# dp-accounting's self-composition bounds its FFT by a tail estimate that widens with the steps:
+# 1e7 steps take about 15 s here, 1e8 about 2 minutes, 1e9 run out of memory.
+MAX_STEPS = 10**7
 _HERMITE_NODES = 64
 # Bounds on the grid of one step's PLD: its loss stays within +-(k * 12 sigma + k^2 / 2) / sigma^2
 # except for mass far below dp-accounting's truncation.
 _TAIL_SIGMAS = 12.0
 _MAX_STEP_POINTS = 1_000_000
+# ... and the composed PLD at most about this many (memory: a few dense FFTs of this length).
+_MAX_COMPOSED_POINTS = 4_000_000
 
 
 def pld_epsilon(mechanism: Mechanism, delta: float, *, k: int = 1,
@@ -77,6 +82,9 @@ def pld_epsilon(mechanism: Mechanism, delta: float, *, k: int = 1,
     if discretization is not None and not discretization > 0:
         raise ValueError(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)
+    if max(silo.steps for silo in silos) > MAX_STEPS:
+        raise ValueError(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
+                         "accountant (record level, up to 1e9 steps) or 'rdp'")
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
         return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
@@ -152,15 +160,19 @@ def _loss_std(mechanism: SubsampledGaussian, k: int) -> float:
 def _default_discretization(mechanism: SubsampledGaussian, parts: tuple[int, ...]) -> float:
     """Grid interval for a group split into `parts`: the parts' losses add, so their variances do.
 
-    Floored so that one step's PLD has at most `_MAX_STEP_POINTS` points: when the loss is
-    nearly constant except in a far tail (sigma 0.05, q 0.01) the spread measured at the
-    Hermite nodes is almost zero and would ask for an impossibly fine grid. A coarser grid
-    only loosens the (pessimistic) bound.
+    Floored so that one step's PLD has at most `_MAX_STEP_POINTS` points (when the loss is
+    nearly constant except in a far tail, sigma 0.05, q 0.01, the spread measured at the
+    Hermite nodes is almost zero and would ask for an impossibly fine grid) and the composed
+    PLD about `_MAX_COMPOSED_POINTS` (1e9 steps). A coarser grid only loosens the (pessimistic)
+    bound.
     """
     std = math.sqrt(sum(_loss_std(mechanism, part) ** 2 for part in parts))
     sigma = mechanism.sigma
     reach = sum((part * _TAIL_SIGMAS * sigma + part * part / 2) / sigma**2 for part in parts)
-    return max(std / _GRID_PER_LOSS_STD, 2 * reach / _MAX_STEP_POINTS)
+    # The composed loss spreads as sqrt(steps) times one step's (q = 1: `std` is the whole run).
+    composed_std = std * (math.sqrt(mechanism.steps) if mechanism.q < 1.0 else 1.0)
+    return max(std / _GRID_PER_LOSS_STD, 2 * reach / _MAX_STEP_POINTS,
+               2 * _TAIL_SIGMAS * composed_std / _MAX_COMPOSED_POINTS)
 
 
 def _unit_pld(mechanism: SubsampledGaussian, k: int, discretization: float):

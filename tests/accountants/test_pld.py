@@ -128,6 +128,11 @@ def test_bad_arguments(kwargs):
         pld_epsilon(FIG2, DELTA, **kwargs)
 
 
+def test_runs_too_long_for_the_fft_are_refused_with_a_pointer():
+    with pytest.raises(ValueError, match="'prv'"):
+        pld_epsilon(SubsampledGaussian(100.0, 0.001, 10**9), DELTA)
+
+
 def test_bad_delta():
     with pytest.raises(ValueError, match="delta"):
         pld_epsilon(FIG2, 1.5)

@@ -1,0 +1,50 @@
+"""Epsilon, by RDP, of a sequential composition of Poisson-subsampled Gaussian mechanisms.
+
+RDP composes by addition (ULDP-FL Lemma 1), so a run of T steps is T times the one-step curve.
+The one-step curves are cached: searching for the most rounds under a budget, or accounting a
+table of round counts, asks for the same mechanism at many T, and the one-step RDP (binomial
+sums of Mironov et al. 2019) is the whole cost. Orders and conversion are handled exactly as in
+`accountants.account.record_level`, so a single mechanism gets the same epsilon.
+"""
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+from typing import Sequence
+
+import numpy as np
+
+from .conversion import rdp_to_dp
+from .mechanism import SubsampledGaussian
+from .orders import order_stages, resolve_orders
+from .rdp import subsampled_gaussian_rdp
+
+
+@lru_cache(maxsize=1024)
+def _step_curve(sigma: float, q: float, orders: tuple[float, ...]) -> np.ndarray:
+    curve = subsampled_gaussian_rdp(np.asarray(orders), sigma, q)
+    curve.flags.writeable = False  # shared by every caller through the cache
+    return curve
+
+
+def rdp_epsilon(parts: Sequence[tuple[float, float, int]], delta: float, conversion: str = "improved",
+                orders="default") -> float:
+    """Epsilon at `delta` of the composition of `steps` Poisson-subsampled Gaussian steps per part.
+
+    parts: (sigma, q, steps) triples, composed sequentially.
+    """
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    for sigma, q, steps in parts:
+        SubsampledGaussian(sigma, q, steps)  # validates each part
+    grid_all = resolve_orders(orders)
+    conv = None
+    for grid in order_stages(grid_all, orders):
+        key = tuple(grid.tolist())
+        rdp = np.zeros(grid.size)
+        for sigma, q, steps in parts:
+            rdp = rdp + steps * _step_curve(float(sigma), float(q), key)
+        conv = rdp_to_dp(grid, rdp, math.log(delta), conversion)
+        if conv.order is not None and conv.order != grid[-1]:
+            break
+    return conv.epsilon

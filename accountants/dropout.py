@@ -1,0 +1,217 @@
+"""Privacy of distributed-noise federated averaging when participants drop out.
+
+Baek, Kim, Nam, Park, "Enhancing Differential Privacy for Federated Learning at Scale" (IEEE
+Access 2021), §IV-V. Notation of the paper: n is the weight sum of the participants sampled in
+a round, n' the weight sum of those still alive at aggregation, z the noise multiplier, C the
+clipping bound, w_i = min(n_i / n_max, 1) a participant's weight (Algorithm 2, line 8).
+
+Neighbouring relation (Propositions 1-2): one participant's update replaced by another of the
+same weight, the weight sum n being public; the weighted average then has l2-sensitivity
+2 W C / n with W = max weight = 1 (weights are capped at 1, so W = 1 is the conservative
+choice). A round adds Gaussian noise of std (multiplier x 2C/n) and is accounted, as the paper
+does with the moments accountant of TF-Privacy, as one Poisson-subsampled Gaussian step with
+that multiplier at the participant sampling rate q (the add/remove pair with shift 2C/n; the
+replace-one pair, shifts a and b with |a - b| <= 2C/n, never has a larger Renyi divergence, which
+tests/accountants/test_dropout.py checks by quadrature). `DropoutRound` gives the noise
+multipliers in units of that sensitivity; `dropout_epsilon` turns one into epsilon.
+
+Three noise multipliers matter per round, with n_ref = n (Algorithm 2) or n_0 (Algorithm 3):
+
+- no calibration: the survivors' shares e_i ~ N(0, n_ref w_i sigma_ref^2), sigma_ref = 2Cz/n_ref
+  (line 15), average to variance (2Cz)^2 / (n' n_ref) while the sensitivity becomes 2C/n' (§IV-B),
+  so the multiplier is z sqrt(n' / n_ref);
+- calibrated, released model: line 22 replaces each share by fresh noise of variance
+  n' w_i sigma'^2, sigma' = 2Cz/n', restoring multiplier z (§V-B);
+- calibrated, seen by the server: the server holds both the uncalibrated aggregate (line 19) and
+  the calibration messages e_i' (line 22) in the clear, i.e. two observations of the same
+  average with independent noises of multipliers z sqrt(n'/n_ref) and z; together they are one
+  Gaussian observation with 1/m^2 = 1/z^2 + n_ref/(n' z^2), so m = z / sqrt(1 + n_ref/n').
+  The paper's analysis covers only the released model; this third figure is ours.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Callable, Sequence
+
+import numpy as np
+
+from .account import record_level
+from .calibrate import calibrate_steps
+from .composition import rdp_epsilon
+from .mechanism import SubsampledGaussian
+
+#: How the paper accounted Table 2: TF-Privacy's RDP accountant (§VI), i.e. its legacy order
+#: list and the classic RDP-to-DP conversion eps = rho + log(1/delta)/(alpha - 1).
+PAPER_ACCOUNTING = {"accountant": "rdp", "conversion": "classic", "orders": "tf-privacy"}
+
+
+def participant_weights(examples: Sequence[int], n_max: int) -> np.ndarray:
+    """w_i = min(n_i / n_max, 1) for each participant (Algorithm 2, line 8)."""
+    if n_max < 1:
+        raise ValueError(f"n_max must be >= 1, got {n_max}")
+    counts = np.asarray(examples, dtype=float)
+    if counts.size == 0 or np.any(counts < 1):
+        raise ValueError("every participant needs at least one example")
+    return np.minimum(counts / n_max, 1.0)
+
+
+def dropped_count(participants: int, dropout: float) -> int:
+    """Participants lost at rate `dropout`, rounded up (more dropouts is the worse case)."""
+    _check_dropout(dropout)
+    # The small slack keeps 0.1 * 50 at 5 despite floating point (0.1 * 50 = 5.000000000000001).
+    return min(participants, math.ceil(dropout * participants - 1e-9))
+
+
+def surviving_weight_sum(weights: Sequence[float], dropout: float) -> float:
+    """Worst-case n': the heaviest ceil(dropout x count) participants drop out.
+
+    The uncalibrated multiplier z sqrt(n'/n) falls with n', so losing the heaviest is the
+    worst case; with unit weights this is n' = n - ceil(dropout n).
+    """
+    w = np.sort(np.asarray(weights, dtype=float))
+    survivors = w.size - dropped_count(w.size, dropout)
+    if survivors < 1:
+        raise ValueError(f"dropout {dropout:g} leaves no participant out of {w.size}")
+    return float(np.sum(w[:survivors]))
+
+
+@dataclass(frozen=True)
+class DropoutRound:
+    """One round's weight sums: sampled n, alive n', and the noise reference n_ref.
+
+    n_ref is n for Algorithm 2 and the minimum weight sum n_0 for Algorithm 3 (§V-B), whose
+    participants draw their first noise share for n_0 so the server never sees too little noise.
+    Only the ratios matter for epsilon, so a rate-only scenario uses n = 1, n' = 1 - dropout.
+    """
+
+    weight_sum: float
+    alive_weight_sum: float
+    reference: float
+
+    def __post_init__(self) -> None:
+        if not 0 < self.alive_weight_sum <= self.weight_sum:
+            raise ValueError("the alive weight sum must be in (0, weight sum]")
+        if not 0 < self.reference <= self.weight_sum:
+            raise ValueError(f"n_0 = {self.reference:g} must be in (0, weight sum {self.weight_sum:g}]")
+
+    def uncalibrated_multiplier(self, z: float) -> float:
+        """z sqrt(n' / n_ref): no calibration step (§IV-B)."""
+        return z * math.sqrt(self.alive_weight_sum / self.reference)
+
+    def calibrated_multiplier(self, z: float) -> float:
+        """The released model after line 22: the survivors' fresh shares over the sensitivity 2C/n'.
+
+        Their average has variance sum_i 4 C^2 z^2 w_i / n' / n'^2 = 4 C^2 z^2 / n'^2, which is
+        z times the sensitivity whatever the dropout (§V-B); derived from the line-22 variance
+        rather than returned as z, so the tests check the derivation.
+        """
+        # C = 1; weight = n' sums the survivors' fresh variances
+        total = self.calibration_variance(z, 1.0, weight=self.alive_weight_sum)
+        return math.sqrt(total) / self.alive_weight_sum / (2.0 / self.alive_weight_sum)
+
+    def server_view_multiplier(self, z: float) -> float:
+        """z / sqrt(1 + n_ref / n'): the server sees lines 19 and 22 of Algorithm 2 (module doc)."""
+        return z / math.sqrt(1.0 + self.reference / self.alive_weight_sum)
+
+    def calibration_variance(self, z: float, clip: float, weight: float = 1.0) -> float:
+        """Variance of the fresh noise a survivor of weight w adds: n' w sigma'^2 = 4 C^2 z^2 w / n'.
+
+        Algorithm 2 line 22 (Algorithm 3 line 34): e_i' = -e_i + N(0, n' w_i sigma'^2 I),
+        sigma' = 2 C z / n'. Per coordinate, in the units of the update vectors.
+        """
+        return 4.0 * clip**2 * z**2 * weight / self.alive_weight_sum
+
+    def share_variance(self, z: float, clip: float, weight: float = 1.0) -> float:
+        """Variance of the first share (line 15, or Algorithm 3 line 26): 4 C^2 z^2 w / n_ref."""
+        return 4.0 * clip**2 * z**2 * weight / self.reference
+
+
+def rate_only_round(dropout: float) -> DropoutRound:
+    """n' / n = 1 - dropout, when the participants' number and weights are not given."""
+    _check_dropout(dropout)
+    return DropoutRound(1.0, 1.0 - dropout, 1.0)
+
+
+def weighted_round(weights: Sequence[float], dropout: float,
+                   min_weight_sum: float | None = None) -> DropoutRound:
+    """The worst-case round for these participants' weights, optionally with n_0 (Algorithm 3)."""
+    n = float(np.sum(weights))
+    if min_weight_sum is not None and not 0 < min_weight_sum <= n:
+        raise ValueError(f"n_0 = {min_weight_sum:g} must be in (0, weight sum {n:g}] "
+                         "(Algorithm 3 line 17 checks n_0 <= sum of weights)")
+    return DropoutRound(n, surviving_weight_sum(weights, dropout),
+                        n if min_weight_sum is None else float(min_weight_sum))
+
+
+def dropout_epsilon(multiplier: float, q: float, rounds: int, delta: float, *, accountant: str = "rdp",
+                    conversion: str = "improved", orders="default") -> float:
+    """Epsilon after `rounds` rounds, each a Poisson-subsampled Gaussian with this multiplier."""
+    if accountant == "rdp":  # cached one-round curve: tables and searches reuse it
+        return rdp_epsilon([(multiplier, q, rounds)], delta, conversion, orders)
+    mechanism = SubsampledGaussian(multiplier, q, rounds)
+    return record_level(mechanism, delta, accountant, conversion, orders).epsilon
+
+
+def max_rounds(multiplier: float, q: float, budget: float, delta: float, *, accountant: str = "rdp",
+               conversion: str = "improved", orders="default") -> int:
+    """The most rounds whose epsilon stays within `budget` (0 when even one round exceeds it)."""
+    def epsilon_of(rounds: int) -> float:
+        return dropout_epsilon(multiplier, q, rounds, delta, accountant=accountant,
+                               conversion=conversion, orders=orders)
+    if epsilon_of(1) > budget:
+        return 0
+    return int(calibrate_steps(epsilon_of, budget).value)
+
+
+
+def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rounds: Sequence[int],
+                   budgets: Sequence[float], delta: float, *, accounting: dict, paper: dict | None = None,
+                   progress: Callable[[str], None] | None = None) -> tuple[list[dict], list[dict]]:
+    """Epsilon after each round count and the most rounds per budget, per dropout rate, both without
+    and with calibration.
+
+    Returns (results, limits): one entry per (dropout, rounds | budget, calibrated) with the
+    multiplier of the released model and its `epsilon` / `max_rounds`, the server's view
+    (`server_multiplier`, `server_epsilon` / `server_max_rounds`: the calibration messages exist
+    only when calibrating) and, given `paper` accounting, `paper_epsilon` / `paper_max_rounds`.
+    """
+    accountings = {"ours": accounting, **({"paper": paper} if paper else {})}
+
+    @lru_cache(maxsize=None)
+    def eps(multiplier: float, t: int, which: str) -> float:
+        return dropout_epsilon(multiplier, q, t, delta, **accountings[which])
+
+    @lru_cache(maxsize=None)
+    def most(multiplier: float, budget: float, which: str) -> int:
+        return max_rounds(multiplier, q, budget, delta, **accountings[which])
+
+    results: list[dict] = []
+    limits: list[dict] = []
+    for dropout, rd in scenarios.items():
+        if progress:
+            progress(f"dropout {dropout:g}")
+        for calibrated in (False, True):
+            m = rd.calibrated_multiplier(z) if calibrated else rd.uncalibrated_multiplier(z)
+            server = rd.server_view_multiplier(z) if calibrated else m
+            for t in rounds:
+                entry = {"dropout": dropout, "rounds": t, "calibrated": calibrated, "multiplier": m,
+                         "epsilon": eps(m, t, "ours"), "server_multiplier": server,
+                         "server_epsilon": eps(server, t, "ours")}
+                if paper:
+                    entry["paper_epsilon"] = eps(m, t, "paper")
+                results.append(entry)
+            for b in budgets:
+                entry = {"dropout": dropout, "budget": b, "calibrated": calibrated, "multiplier": m,
+                         "max_rounds": most(m, b, "ours"), "server_multiplier": server,
+                         "server_max_rounds": most(server, b, "ours")}
+                if paper:
+                    entry["paper_max_rounds"] = most(m, b, "paper")
+                limits.append(entry)
+    return results, limits
+
+
+def _check_dropout(dropout: float) -> None:
+    if not 0 <= dropout < 1:
+        raise ValueError(f"dropout rate must be in [0, 1), got {dropout}")

@@ -1,0 +1,91 @@
+"""Where a subject's data items live: how many members hold them, and how many items each.
+
+Marathe & Kanani, "Subject Granular Differential Privacy in Federated Learning", §2 (Definition
+2.3: neighbouring datasets differ by every item of one subject, wherever they are held) and
+§4.2 (subject items spread over members uniformly or by the power distribution
+P(x; alpha) = alpha x^(alpha - 1) on [0, 1]).
+
+A subject's holding is the list of its item counts at the members holding it; the accounting
+(`accountants.horizontal`) needs only that list.
+"""
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import Iterable
+
+import numpy as np
+
+DISTRIBUTIONS = ("uniform", "power")
+
+
+def allocate_items(items: int, members: int, distribution: str = "uniform", alpha: float = 1.0) -> list[int]:
+    """A subject's `items` spread over `members` members; the positive counts, largest first.
+
+    Member j (0-based) receives the share F((j+1)/N) - F(j/N) of the items, F(x) = x^alpha the
+    power distribution's CDF (§4.2; alpha = 1, or 'uniform', is the even spread), rounded to
+    whole items by largest remainders so that the counts add up to `items`. This is the
+    expected allocation under the paper's model, not a worst case: a subject's real holding
+    can be spread more widely (at most min(items, N) members).
+    """
+    if items < 1 or members < 1:
+        raise ValueError("items and members must be >= 1")
+    if distribution not in DISTRIBUTIONS:
+        raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+    if distribution == "uniform":
+        alpha = 1.0
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got {alpha}")
+    edges = (np.arange(members + 1) / members) ** alpha
+    exact = items * np.diff(edges)
+    counts = np.floor(exact).astype(int)
+    short = items - int(counts.sum())
+    # Largest remainders first; ties go to the member with the larger share (stable order).
+    order = np.lexsort((-exact, -(exact - counts)))
+    counts[order[:short]] += 1
+    return sorted((int(c) for c in counts if c > 0), reverse=True)
+
+
+def read_holdings(path: Path) -> dict[str, list[int]]:
+    """Per subject, its item counts at each member holding it, from a CSV of (subject, member) rows.
+
+    One row per data item (a subject's item at a member); a header row naming the columns
+    `subject` and `member` is optional; further columns are ignored.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")  # spreadsheets often write a BOM
+    except (OSError, UnicodeDecodeError) as err:
+        raise ValueError(f"cannot read {path}: {err}") from None
+    rows = [row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)]
+    if rows and [c.strip().lower() for c in rows[0][:2]] == ["subject", "member"]:
+        rows = rows[1:]
+    if not rows:
+        raise ValueError(f"{path} has no (subject, member) rows")
+    for number, row in enumerate(rows, start=1):
+        if len(row) < 2 or not row[0].strip() or not row[1].strip():
+            raise ValueError(f"{path}: data row {number} needs a subject id and a member id")
+    return holdings_from_pairs((row[0].strip(), row[1].strip()) for row in rows)
+
+
+def holdings_from_pairs(pairs: Iterable[tuple[str, str]]) -> dict[str, list[int]]:
+    """Subject id -> its item counts per member holding it (largest first)."""
+    per_subject: dict[str, Counter] = defaultdict(Counter)
+    for subject, member in pairs:
+        per_subject[subject][member] += 1
+    return {s: sorted(c.values(), reverse=True) for s, c in per_subject.items()}
+
+
+def subject_sampling_rate(q: float, items: int) -> float:
+    """Probability that a mini-batch drawn by Poisson sampling at rate q holds any of `items` items.
+
+    1 - (1 - q)^m: removing the subject changes a mini-batch only when one of its m items is
+    drawn. With HiGradAvgDP (Lemma 3.7) the subject's whole contribution to that mini-batch is
+    bounded by C, so one step is a Poisson-subsampled Gaussian at this rate for the subject.
+    """
+    if not 0 < q <= 1:
+        raise ValueError(f"q must be in (0, 1], got {q}")
+    if items < 1:
+        raise ValueError(f"items must be >= 1, got {items}")
+    return -math.expm1(items * math.log1p(-q)) if q < 1 else 1.0

@@ -1,0 +1,50 @@
+"""Wall-clock time of `uldp dropout` and `uldp subject`, run as fresh processes.
+
+    python benchmarks/bench_dropout_subject.py [--repeat 3] [--format table|json]
+
+Median and best of `--repeat` runs after one warm-up run, with the machine they ran on.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from bench_cli import machine, time_command  # same folder: run as a script
+
+COMMANDS = {
+    "dropout: Table 2 (3 dropouts x 6 round counts x 3 budgets, ours + paper)": [
+        "dropout", "--z", "1", "--q", "0.01", "--dropout", "0,0.1,0.3", "--participants", "50",
+        "--rounds", "1,10,100,1000,10000,100000", "--budget", "2,4,8", "--format", "json"],
+    "dropout: one setting, PLD accountant": [
+        "dropout", "--z", "1", "--q", "0.01", "--dropout", "0.1", "--rounds", "1000", "--no-paper",
+        "--accountant", "pld", "--format", "json"],
+    "subject: worst case, budget, LocalGroupDP Z = 1..4": [
+        "subject", "--members", "16", "--per-round", "16", "--rounds", "100", "--local-steps", "10",
+        "--q", "0.01", "--sigma", "1", "--epsilon", "4", "--group-sizes", "1,2,3,4", "--format", "json"],
+    "subject: worst case, PLD accountant": [
+        "subject", "--members", "16", "--per-round", "16", "--rounds", "100", "--local-steps", "10",
+        "--q", "0.01", "--sigma", "1", "--accountant", "pld", "--format", "json"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    args = parser.parse_args()
+    rows = []
+    for name, cmd in COMMANDS.items():
+        times = time_command(cmd, args.repeat)
+        rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
+                     "median_s": statistics.median(times), "best_s": min(times)})
+    if args.format == "json":
+        print(json.dumps({"machine": machine(), "repeat": args.repeat, "results": rows}, indent=2))
+        return
+    print(f"machine: {machine()}; {args.repeat} runs each, fresh process")
+    for row in rows:
+        print(f"{row['median_s']:8.2f} s median {row['best_s']:8.2f} s best  {row['benchmark']}")
+
+
+if __name__ == "__main__":
+    main()

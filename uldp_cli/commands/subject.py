@@ -1,0 +1,243 @@
+"""`uldp subject`: subject-level DP of a federation, one member's guarantee and the whole
+federation's under horizontal composition (Marathe & Kanani, §2-3)."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import click
+
+from accountants.horizontal import (ACCOUNTANTS, FederationRun, RoundLimits, RuleOfThumb, SubjectGuarantee,
+                                    account_subjects)
+from accountants.orders import orders_label
+from accountants.subject import DISTRIBUTIONS, allocate_items, read_holdings, subject_sampling_rate
+
+from ..config import config_option
+from ..errors import library_errors
+from ..options import PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
+from ..progress import status
+from ..render import emit
+from .mechanism_flags import accounting_label, mechanism_flags
+
+COLUMNS = [("guarantee", "guarantee"), ("rounds", "rounds"), ("members", "members composed"),
+           ("epsilon", "epsilon"), ("note", "note")]
+GROUP_COLUMNS = [("z", "Z"), ("sigma", "sigma_Z"), ("item_epsilon", "item epsilon"),
+                 ("item_delta", "item delta")]
+SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federation_epsilon"]
+
+
+@click.command("subject")
+@click.option("--members", "n_members", type=PositiveInt(), required=True, help="Federation members N.")
+@click.option("--per-round", type=PositiveInt(), required=True, help="Members s selected per round (s <= N).")
+@click.option("--rounds", type=PositiveInt(), required=True, help="Training rounds R.")
+@click.option("--local-steps", type=PositiveInt(), required=True, help="Local mini-batches T per round.")
+@click.option("--q", type=Probability(), required=True,
+              help="Item sampling fraction per mini-batch, in (0, 1].")
+@click.option("--sigma", type=PositiveFloat(), required=True,
+              help="Noise multiplier, relative to the per-mini-batch subject sensitivity C.")
+@click.option("--epsilon", "budget", type=PositiveFloat(), default=None,
+              help="Budget E: the most rounds within it, and LocalGroupDP's target with --group-sizes.")
+@comma_list_option("--group-sizes", "group_sizes", item_type=PositiveInt(), default=None,
+                   help="LocalGroupDP group sizes Z (most items of one subject at a member).")
+@click.option("--subject-members", type=PositiveInt(), default=None,
+              help="Members holding the subject's items (default N, the worst case).")
+@click.option("--items-per-member", type=PositiveInt(), default=1, show_default=True,
+              help="Items of the subject at each member holding it.")
+@click.option("--subject-items", type=PositiveInt(), default=None,
+              help="The subject's items in all, spread over the N members by --distribution.")
+@click.option("--distribution", type=click.Choice(DISTRIBUTIONS), default="uniform", show_default=True,
+              help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).")
+@click.option("--alpha", type=PositiveFloat(), default=None, help="Power distribution parameter alpha (> 0).")
+@click.option("--holdings", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="CSV of (subject, member) rows, one per item: account every subject as held.")
+@mechanism_flags(ACCOUNTANTS)
+@format_option
+@config_option
+def command(n_members, per_round, rounds, local_steps, q, sigma, budget, group_sizes, subject_members,
+            items_per_member, subject_items, distribution, alpha, holdings, delta, accountant, conversion,
+            orders, fmt):
+    """Subject-level epsilon of one member and of the whole federation (horizontal composition).
+
+    \b
+      uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --q 0.01 --sigma 1
+      uldp subject ... --epsilon 4 --group-sizes 1,2,3,4      # most rounds, LocalGroupDP sigma_Z
+      uldp subject ... --holdings items.csv                   # subjects as actually held
+    """
+    if per_round > n_members:
+        raise click.BadParameter(f"{per_round} is more than --members {n_members}",
+                                 param_hint="'--per-round'")
+    if group_sizes and budget is None:
+        raise click.UsageError("--group-sizes needs --epsilon (LocalGroupDP's target E)")
+    accounting = {"accountant": accountant, "conversion": conversion, "orders": orders}
+    holdings_map = _holdings(n_members, subject_members, items_per_member, subject_items, distribution,
+                             alpha, holdings)
+    with library_errors(), status(fmt) as update:
+        run = FederationRun(n_members, per_round, rounds, local_steps, q, sigma)
+        report = account_subjects(run, holdings_map, delta, budget=budget, group_sizes=group_sizes or (),
+                                  progress=update, **accounting)
+
+    worst, thumb, limits = report.worst, report.rule_of_thumb, report.limits
+    noise = [{"z": g.z, "sigma": g.sigma, "item_epsilon": g.item_epsilon, "item_delta": g.item_delta,
+              "achieved_item_epsilon": g.achieved_epsilon} for g in report.group_noise]
+    assumptions = _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha,
+                               subject_members, items_per_member, bool(noise))
+    rows = _rows(run, worst, report.local_epsilon, thumb, limits)
+    document = {"command": "subject", "assumptions": assumptions,
+                "local_epsilon": report.local_epsilon, "federation_epsilon": worst.federation_epsilon,
+                "members_holding": len(worst.holding), "members_composed": worst.members_composed,
+                "holding": list(worst.holding),
+                "rule_of_thumb": {"rounds": thumb.rounds, "federation_epsilon": thumb.federation_epsilon,
+                                  "local_epsilon": thumb.local_epsilon, "holds": thumb.holds,
+                                  "matching_rounds": thumb.matching_rounds},
+                "max_rounds": None if limits is None else {"budget": limits.budget, "local": limits.local,
+                                                           "federation": limits.federation},
+                "group_noise": noise, "results": rows}
+    if holdings is not None:
+        document["worst_subject"] = report.worst_subject
+        document["subjects"] = [_subject_entry(name, g) for name, g in report.subjects.items()]
+        document["members_distribution"] = _distribution(report.subjects)
+    notes = _notes(thumb, run, worst.holding)
+    if fmt == "json":
+        emit("uldp subject", [], [], fmt, document=document)
+    elif fmt == "csv":
+        if holdings is not None:
+            emit("uldp subject", [(k, k) for k in SUBJECT_FIELDS], document["subjects"], fmt)
+        else:
+            emit("uldp subject", COLUMNS, rows, fmt)
+    else:
+        last = not noise and holdings is None
+        emit("uldp subject", COLUMNS, rows, fmt, assumptions=assumptions if last else None,
+             notes=notes if last else None)
+        if holdings is not None:
+            emit("Subjects by members holding them", [("members", "members"), ("subjects", "subjects"),
+                                                      ("federation_epsilon", "worst federation epsilon")],
+                 document["members_distribution"], fmt, assumptions=None if noise else assumptions,
+                 notes=None if noise else notes)
+        if noise:
+            emit("LocalGroupDP noise for (E, Delta) = "
+                 f"({budget:g}, {delta:g}) by Corollary 3.5", GROUP_COLUMNS, noise, fmt,
+                 assumptions=assumptions, notes=notes)
+
+
+def _holdings(n_members, subject_members, items_per_member, subject_items, distribution, alpha,
+              holdings) -> dict[str, list[int]]:
+    """Subject id -> item counts at the members holding it (one hypothetical subject unless --holdings)."""
+    spread = subject_items is not None
+    if holdings is not None and (spread or subject_members is not None):
+        raise click.UsageError("--holdings gives every subject's members; "
+                               "drop --subject-members/--subject-items")
+    if spread and subject_members is not None:
+        raise click.UsageError("give --subject-members (with --items-per-member) or --subject-items, "
+                               "not both")
+    if not spread and (alpha is not None or distribution != "uniform"):
+        raise click.UsageError("--distribution and --alpha spread --subject-items; give --subject-items")
+    if distribution == "power" and alpha is None:
+        raise click.UsageError("--distribution power needs --alpha")
+    if distribution == "uniform" and alpha is not None:
+        raise click.UsageError("--alpha applies to --distribution power only")
+    if items_per_member != 1 and (holdings is not None or spread):
+        raise click.UsageError("--items-per-member goes with --subject-members; --holdings and "
+                               "--subject-items give the items per member themselves")
+    if subject_members is not None and subject_members > n_members:
+        raise click.BadParameter(f"{subject_members} is more than --members {n_members}",
+                                 param_hint="'--subject-members'")
+    if holdings is not None:
+        with library_errors():
+            found = read_holdings(holdings)
+        members = {len(h) for h in found.values()}
+        if max(members) > n_members:
+            raise click.BadParameter(f"a subject is held by {max(members)} members, more than --members "
+                                     f"{n_members}", param_hint="'--holdings'")
+        return found
+    if spread:
+        with library_errors():
+            return {"subject": allocate_items(subject_items, n_members, distribution, alpha or 1.0)}
+    return {"subject": [items_per_member] * (subject_members or n_members)}
+
+
+def _rows(run: FederationRun, worst: SubjectGuarantee, local_worst: float, thumb: RuleOfThumb,
+          limits: RoundLimits | None) -> list[dict]:
+    k = len(worst.holding)
+    rows = [
+        {"guarantee": "local (one member)", "rounds": run.rounds, "members": 1, "epsilon": local_worst,
+         "note": f"{run.rounds * run.local_steps} steps"},
+        {"guarantee": f"federation, {k} member(s) hold the subject", "rounds": run.rounds,
+         "members": worst.members_composed, "epsilon": worst.federation_epsilon,
+         "note": "worst case: sequential across holders"},
+        {"guarantee": "federation at R/sqrt(s) (Thm 3.10)", "rounds": thumb.rounds,
+         "members": worst.members_composed, "epsilon": thumb.federation_epsilon,
+         "note": "keeps the local epsilon" if thumb.holds else "exceeds the local epsilon"},
+        {"guarantee": "federation, most rounds within local eps", "rounds": thumb.matching_rounds,
+         "members": worst.members_composed, "epsilon": None, "note": f"<= {thumb.local_epsilon:.4g}"},
+    ]
+    if limits is not None:
+        rows.append({"guarantee": f"local, most rounds within {limits.budget:g}", "rounds": limits.local,
+                     "members": 1, "epsilon": None, "note": None})
+        rows.append({"guarantee": f"federation, most rounds within {limits.budget:g}",
+                     "rounds": limits.federation, "members": worst.members_composed, "epsilon": None,
+                     "note": None})
+    return rows
+
+
+def _subject_entry(name: str, g: SubjectGuarantee) -> dict:
+    return {"subject": name, "members": len(g.holding), "max_items": max(g.holding),
+            "local_epsilon": g.local_epsilon, "federation_epsilon": g.federation_epsilon}
+
+
+def _distribution(subjects: dict[str, SubjectGuarantee]) -> list[dict]:
+    by_members: dict[int, list[float]] = {}
+    for g in subjects.values():
+        by_members.setdefault(len(g.holding), []).append(g.federation_epsilon)
+    return [{"members": k, "subjects": len(v), "federation_epsilon": max(v)}
+            for k, v in sorted(by_members.items())]
+
+
+def _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha, subject_members,
+                 items_per_member, group: bool) -> dict:
+    how = "RDP curves added" if accounting["accountant"] == "rdp" else "one composed PLD"
+    out = {
+        "run": (f"N = {run.members} members, s = {run.per_round} per round, R = {run.rounds} rounds, "
+                f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
+                f"sigma = {run.sigma:g}"),
+        "neighbouring": "every item of one subject added or removed, wherever held (Definition 2.3)",
+        "local mechanism": ("HiGradAvgDP: a subject's per-mini-batch contribution bounded by C (Lemma 3.7); "
+                            "a member holding m of its items samples it at 1 - (1 - q)^m per mini-batch "
+                            "(Poisson sampling)"),
+        "member selection": ("no amplification: the server selects the members and knows who took part; "
+                             "a member may take part in every round"),
+        "federation-wide": ("horizontal composition (Theorem 3.9), worst case: every round the "
+                            "min(s, k) holders with most items take part; their mechanisms are composed "
+                            f"exactly ({how})"),
+        "rule of thumb": ("Theorem 3.10's R/sqrt(s) rounds is a heuristic from epsilon ~ sqrt(steps), "
+                          "not a bound; the exact composition is shown beside it"),
+        "delta": f"{delta:g}",
+        "accounting": accounting_label(**accounting),
+    }
+    if accounting["accountant"] == "rdp":
+        out["orders"] = orders_label(accounting["orders"])
+    if holdings is not None:
+        out["holdings"] = f"from {holdings}; epsilon of the worst subject (per subject in JSON)"
+    elif subject_items is not None:
+        shape = "uniform" if distribution == "uniform" else f"power, alpha = {alpha:g}"
+        out["holdings"] = (f"{subject_items} items spread over the members ({shape}, expected shares "
+                           "rounded): a model of the spread, not its worst case")
+    else:
+        k = subject_members or run.members
+        out["holdings"] = (f"{k} member(s) hold {items_per_member} item(s) each"
+                           + (" (worst case: every member)" if subject_members is None else ""))
+    if group:
+        out["LocalGroupDP"] = ("sigma_Z for item-level (E/Z, Delta/(Z e^((Z-1)E/Z))) over R x T steps "
+                               "at rate q "
+                               "(Corollary 3.5); Z must bound all of a subject's items at the member")
+    out["bound"] = "every epsilon is an upper bound at this delta under these assumptions"
+    return out
+
+
+def _notes(thumb: RuleOfThumb, run: FederationRun, holding: tuple[int, ...]) -> list[str]:
+    busiest = max(holding)
+    rate = subject_sampling_rate(run.q, busiest)
+    return [f"R/sqrt(s) = {thumb.rounds} rounds gives federation epsilon {thumb.federation_epsilon:.4g} "
+            f"vs local {thumb.local_epsilon:.4g}; exact composition allows {thumb.matching_rounds} rounds "
+            f"(about R/s = {math.floor(run.rounds / run.per_round)} when every round composes s holders)",
+            f"the busiest holder has {busiest} of the subject's items: it samples the subject at "
+            f"1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch"]
