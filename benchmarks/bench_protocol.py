@@ -1,0 +1,143 @@
+"""Protocol 1's per-silo weighting phase: the fast path against the straightforward one.
+
+    python benchmarks/bench_protocol.py [--silos 3] [--users 100] [--params 100]
+        [--key-bits 3072] [--straightforward-users 10] [--workers N] [--format table|json]
+
+Runs Protocol 1 (setup and one round, fast path, all silos) at the given size, checks the decoded
+aggregate against the plaintext weighted sum, then times silo 0's round (b) on the same inputs
+three ways, side by side in this one process:
+
+- fast, with `--workers` processes (default: one per core), as the protocol runs it;
+- fast, in one process;
+- straightforward (|U| d full-size exponentiations), the reference. At full size it takes
+  minutes, so it is timed on the first `--straightforward-users` users (all coordinates) and
+  scaled linearly in |U| (each user costs the same d exponentiations); the re-randomisation of
+  the d outputs, which does not depend on |U|, is timed once and added. Its plaintexts on that
+  subset are checked equal to the fast path's.
+
+Figures go to docs/protocol.md (and docs/performance.md).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from crypto.encoding import Encoding, largest_n_max  # noqa: E402
+from crypto.paillier import generate_keypair  # noqa: E402
+from crypto.protocol import (  # noqa: E402
+    ProtocolParams, plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
+)
+from crypto.weighting import (  # noqa: E402
+    default_workers, encrypted_weighted_sum, fast_products, finish, straightforward_products,
+)
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    value = fn(*args, **kwargs)
+    return value, time.perf_counter() - start
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--silos", type=int, default=3)
+    parser.add_argument("--users", type=int, default=100)
+    parser.add_argument("--params", type=int, default=100, help="model parameters d")
+    parser.add_argument("--key-bits", type=int, default=3072)
+    parser.add_argument("--straightforward-users", type=int, default=10)
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
+    args = parser.parse_args()
+    workers = args.workers or default_workers()
+    silos, users, d = args.silos, args.users, args.params
+    sub = min(args.straightforward_users, users)
+
+    rng = np.random.default_rng(0)
+    # Every user has records in every silo: each (u, j) then costs an exponentiation (worst case).
+    counts = rng.integers(1, 21, size=(silos, users))
+    deltas = [np.clip(rng.normal(scale=0.1, size=(users, d)), -1, 1) for _ in range(silos)]
+    noise = [rng.normal(scale=0.5, size=d) for _ in range(silos)]
+    sampled = np.ones(users, dtype=bool)
+    test_keys = args.key_bits < 2048
+    keypair, keygen_s = timed(generate_keypair, args.key_bits, test_keys=test_keys)
+    # P = 1e-10, |values| <= 1e10, N_max = 2000 (or the most a smaller test key can hold).
+    encoding = Encoding(n_max=largest_n_max(keypair[0].n, users, silos))
+    params = ProtocolParams(silos=silos, users=users, dimension=d, key_bits=args.key_bits,
+                            encoding=encoding, test_keys=test_keys)
+    federation = setup(counts, params, keypair=keypair)
+    result = weighting_round(federation, 0, deltas, noise, sampled, workers=workers)
+    plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
+    error = float(np.max(np.abs(result.aggregate - plain)))
+    verified = error <= rounding_tolerance(encoding, users, silos)
+
+    public, private = keypair
+    silo = federation.silos[0]
+    message = federation.server.encrypted_weights(1, sampled)
+    weights, factors, fixed, offsets = silo.weighting_inputs(message, deltas[0], noise[0])
+    _, fast_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets,
+                      workers=workers)
+    _, fast_one_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets,
+                          workers=1)
+    products, sub_products_s = timed(straightforward_products, public, weights[:sub],
+                                     factors[:sub], fixed[:sub])
+    _, finish_s = timed(finish, public, products, offsets)
+    straightforward_s = sub_products_s * users / sub + finish_s
+    fast_sub, _ = fast_products(public, weights[:sub], factors[:sub], fixed[:sub], workers=1)
+    same = [private.decrypt(c) for c in products] == [private.decrypt(c) for c in fast_sub]
+
+    report = {
+        "machine": machine(), "silos": silos, "users": users, "params": d,
+        "key_bits": args.key_bits, "workers": workers, "precision": encoding.precision,
+        "n_max": encoding.n_max, "keygen_seconds": keygen_s,
+        "protocol_seconds": {**federation.seconds, **result.seconds},
+        "silo_seconds": list(result.silo_seconds), "aggregate_max_error": error,
+        "verified": bool(verified and same),
+        "silo_phase": {
+            "fast_seconds": fast_s, "fast_one_process_seconds": fast_one_s,
+            "straightforward_seconds": straightforward_s,
+            "straightforward_measured_users": sub,
+            "straightforward_measured_seconds": sub_products_s + finish_s,
+            "speedup": straightforward_s / fast_s,
+            "speedup_one_process": straightforward_s / fast_one_s,
+        },
+    }
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+        return
+    phase = report["silo_phase"]
+    print(f"machine: {report['machine']}")
+    print(f"|S| = {silos}, |U| = {users}, d = {d}, {args.key_bits}-bit key, P = "
+          f"{encoding.precision:g}, N_max = {encoding.n_max}, workers = {workers}")
+    print(f"protocol phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in
+                                               report["protocol_seconds"].items())
+          + f"  (key generation {keygen_s:.2f} s, not in key_exchange here)")
+    print(f"verified against plaintext: {report['verified']} (max error {error:.3g})")
+    print(f"silo phase, fast ({workers} processes):  {phase['fast_seconds']:9.2f} s")
+    print(f"silo phase, fast (1 process):    {phase['fast_one_process_seconds']:9.2f} s")
+    print(f"silo phase, straightforward:     {phase['straightforward_seconds']:9.2f} s "
+          f"(measured on {sub} of {users} users: {phase['straightforward_measured_seconds']:.2f} s, "
+          f"scaled linearly)")
+    print(f"speedup: {phase['speedup']:.1f}x ({phase['speedup_one_process']:.1f}x in one process)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,147 @@
+"""Paillier encryption for Protocol 1 of ULDP-FL (§4.1), a thin layer over `phe` and gmpy2.
+
+Ciphertexts are plain integers modulo n^2 (gmpy2 `mpz`), not phe's `EncryptedNumber`: Protocol 1
+does its own fixed-point encoding on F_n (Algorithm 5, `crypto.encoding`), and the silo's
+weighting loop (`crypto.weighting`) needs the bare group operations without phe's exponent
+bookkeeping. Key generation and decryption are phe's; phe's private key decrypts modulo p^2 and
+q^2 separately and recombines by the CRT (`PaillierPrivateKey.raw_decrypt`), about four times
+faster than decrypting modulo n^2.
+
+With g = n + 1 (phe's choice), Enc(m; r) = (1 + n m) r^n mod n^2, and
+Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a) (mod n) -- the homomorphisms §4.1 relies on.
+"""
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+import gmpy2
+from phe import paillier as phe_paillier
+
+DEFAULT_KEY_BITS = 3072
+"""λ of Protocol 1: a 3072-bit modulus, about 128-bit security (NIST SP 800-57)."""
+
+MIN_SECURE_KEY_BITS = 2048
+"""Smaller moduli are refused unless the caller says `test_keys=True`."""
+
+MIN_TEST_KEY_BITS = 256
+"""Below this the fixed-point encoding has no room left; even test keys stop here."""
+
+
+@dataclass(frozen=True)
+class PublicKey:
+    """The modulus n; plaintexts live in F_n, ciphertexts in Z*_{n^2} (§4.1)."""
+
+    n: gmpy2.mpz
+    nsquare: gmpy2.mpz = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        n = gmpy2.mpz(self.n)
+        object.__setattr__(self, "n", n)
+        object.__setattr__(self, "nsquare", n * n)
+
+    @property
+    def bits(self) -> int:
+        return int(self.n.bit_length())
+
+    def random_unit(self) -> gmpy2.mpz:
+        """A uniform element of Z*_n from `secrets` (the encryption randomness)."""
+        while True:
+            r = gmpy2.mpz(secrets.randbelow(int(self.n) - 1) + 1)
+            if gmpy2.gcd(r, self.n) == 1:
+                return r
+
+    def obfuscator(self) -> gmpy2.mpz:
+        """r^n mod n^2 for a fresh random r: an encryption of 0."""
+        return gmpy2.powmod(self.random_unit(), self.n, self.nsquare)
+
+    def encrypt(self, plaintext: int) -> gmpy2.mpz:
+        """Enc(m) = (1 + n m) r^n mod n^2, for m taken modulo n (an element of F_n)."""
+        m = gmpy2.mpz(plaintext) % self.n
+        return (1 + self.n * m) * self.obfuscator() % self.nsquare
+
+    def add(self, a: gmpy2.mpz, b: gmpy2.mpz) -> gmpy2.mpz:
+        """Enc(x) (+) Enc(y) = Enc(x + y mod n)."""
+        return a * b % self.nsquare
+
+    def add_plain(self, ciphertext: gmpy2.mpz, plaintext: int) -> gmpy2.mpz:
+        """Enc(x) (+) m = Enc(x + m mod n), using (1 + n)^m = 1 + n m mod n^2."""
+        m = gmpy2.mpz(plaintext) % self.n
+        return ciphertext * (1 + self.n * m) % self.nsquare
+
+    def mul_plain(self, ciphertext: gmpy2.mpz, scalar: int) -> gmpy2.mpz:
+        """k (x) Enc(x) = Enc(k x mod n); a negative k is taken modulo n (a full-size exponent)."""
+        return gmpy2.powmod(ciphertext, gmpy2.mpz(scalar) % self.n, self.nsquare)
+
+    def rerandomize(self, ciphertext: gmpy2.mpz) -> gmpy2.mpz:
+        """The same plaintext under fresh randomness, so the result says nothing of how it was made."""
+        return ciphertext * self.obfuscator() % self.nsquare
+
+
+@dataclass(frozen=True)
+class PrivateKey:
+    """The factorisation of n, held by the aggregation server only (Protocol 1, setup (a))."""
+
+    public_key: PublicKey
+    _phe_key: phe_paillier.PaillierPrivateKey = field(repr=False)
+
+    def decrypt(self, ciphertext: gmpy2.mpz) -> gmpy2.mpz:
+        """The plaintext in [0, n), decrypted by phe modulo p^2 and q^2 and joined by the CRT."""
+        return gmpy2.mpz(self._phe_key.raw_decrypt(int(ciphertext)))
+
+    def obfuscator(self) -> gmpy2.mpz:
+        """r^n mod n^2 for a fresh random r, computed modulo p^2 and q^2 and joined by the CRT.
+
+        Only the key holder can do this: exponents reduce modulo p(p - 1) and q(q - 1), the
+        orders of Z*_{p^2} and Z*_{q^2}, so it costs about a quarter of `PublicKey.obfuscator`.
+        """
+        p, q = gmpy2.mpz(self._phe_key.p), gmpy2.mpz(self._phe_key.q)
+        psq, qsq = p * p, q * q
+        n = self.public_key.n
+        r = self.public_key.random_unit()
+        at_p = gmpy2.powmod(r, n % (p * (p - 1)), psq)
+        at_q = gmpy2.powmod(r, n % (q * (q - 1)), qsq)
+        return at_q + qsq * ((at_p - at_q) * gmpy2.invert(qsq, psq) % psq)
+
+    def encrypt(self, plaintext: int) -> gmpy2.mpz:
+        """Enc(m), as `PublicKey.encrypt` gives it, with the CRT shortcut of the key holder."""
+        n = self.public_key.n
+        m = gmpy2.mpz(plaintext) % n
+        return (1 + n * m) * self.obfuscator() % self.public_key.nsquare
+
+    @property
+    def p(self) -> int:
+        return int(self._phe_key.p)
+
+    @property
+    def q(self) -> int:
+        return int(self._phe_key.q)
+
+
+def check_key_bits(key_bits: int, *, test_keys: bool = False) -> int:
+    """`key_bits` if allowed: >= 2048 always, down to 256 only with `test_keys=True` (insecure)."""
+    if isinstance(key_bits, bool) or not isinstance(key_bits, int):
+        raise ValueError(f"key_bits must be an integer, got {key_bits!r}")
+    if key_bits % 2:
+        raise ValueError(f"key_bits must be even (n = p q with equal-sized primes), got {key_bits}")
+    if key_bits < MIN_TEST_KEY_BITS:
+        raise ValueError(f"key_bits must be >= {MIN_TEST_KEY_BITS}, got {key_bits}")
+    if key_bits < MIN_SECURE_KEY_BITS and not test_keys:
+        raise ValueError(
+            f"key_bits {key_bits} < {MIN_SECURE_KEY_BITS} is insecure; use >= "
+            f"{MIN_SECURE_KEY_BITS} (default {DEFAULT_KEY_BITS}), or test_keys=True for tests only"
+        )
+    return key_bits
+
+
+def generate_keypair(
+    key_bits: int = DEFAULT_KEY_BITS, *, test_keys: bool = False
+) -> tuple[PublicKey, PrivateKey]:
+    """A fresh Paillier key pair with an n of exactly `key_bits` bits (phe's generator).
+
+    phe draws its primes from `random.SystemRandom`, i.e. `os.urandom`.
+    """
+    check_key_bits(key_bits, test_keys=test_keys)
+    phe_public, phe_private = phe_paillier.generate_paillier_keypair(n_length=key_bits)
+    public = PublicKey(gmpy2.mpz(phe_public.n))
+    return public, PrivateKey(public, phe_private)

@@ -1,0 +1,66 @@
+"""The messages of Protocol 1 (ULDP-FL §4.1), one dataclass per arrow.
+
+Each party keeps what it received (`inbox`), so a test can inspect exactly what every party saw.
+Ciphertexts and field elements are Python ints; nothing else crosses between parties.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from crypto.sealing import SealedBox
+
+
+@dataclass(frozen=True)
+class PaillierKeyMessage:
+    """Setup (a), server -> every silo: the Paillier public key n."""
+
+    n: int
+
+
+@dataclass(frozen=True)
+class DhKeyMessage:
+    """Setup (a), silo -> server: the silo's DH public key pk_s."""
+
+    silo: int
+    public: int
+
+
+@dataclass(frozen=True)
+class DhKeysBroadcast:
+    """Setup (b), server -> every silo: all DH public keys, by silo id."""
+
+    publics: tuple[tuple[int, int], ...]
+
+
+@dataclass(frozen=True)
+class SealedSeedMessage:
+    """Setup (c), silo 0 -> silo s' via the server: the seed R sealed under sk_{0,s'}."""
+
+    sender: int
+    recipient: int
+    box: SealedBox
+
+
+@dataclass(frozen=True)
+class BlindedHistogramMessage:
+    """Setup (e), silo -> server: B'(n_{s,u}) = r_u n_{s,u} + pairwise masks (mod n), per user."""
+
+    silo: int
+    values: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class EncryptedWeightsMessage:
+    """Round (a), server -> every silo: Enc(B_inv(N_u)) per user (Enc(0) if not sampled)."""
+
+    round: int
+    ciphertexts: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class MaskedSumMessage:
+    """Round (b)-(c), silo -> server: Enc(Delta_s + pairwise masks), per coordinate."""
+
+    silo: int
+    round: int
+    ciphertexts: tuple[int, ...]

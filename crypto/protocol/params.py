@@ -1,0 +1,29 @@
+"""The public parameters of Protocol 1 that every party agrees on before setup."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from crypto.encoding import Encoding
+from crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
+
+
+@dataclass(frozen=True)
+class ProtocolParams:
+    """|S|, |U|, d, the security parameter λ (Paillier key size) and the encoding (P, N_max).
+
+    `test_keys=True` allows keys below 2048 bits; it is insecure and meant for tests only.
+    """
+
+    silos: int
+    users: int
+    dimension: int
+    key_bits: int = DEFAULT_KEY_BITS
+    encoding: Encoding = field(default_factory=Encoding)
+    test_keys: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("silos", "users", "dimension"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        check_key_bits(self.key_bits, test_keys=self.test_keys)

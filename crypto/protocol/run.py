@@ -1,0 +1,198 @@
+"""Protocol 1 end to end in one process: the parties, the message flow, and the phase times.
+
+`setup` runs setup (a)-(f) and `weighting_round` runs round (a)-(c) by passing each message to
+its recipient, exactly as a networked deployment would, and times every phase (as in Fig. 11
+of ULDP-FL). `secure_weighted_sum` is the one-call entry point for training code.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from crypto.encoding import (
+    DEFAULT_N_MAX, DEFAULT_PRECISION, DEFAULT_VALUE_BOUND, Encoding, largest_n_max,
+)
+from crypto.paillier import PrivateKey, PublicKey, generate_keypair
+from crypto.protocol.params import ProtocolParams
+from crypto.protocol.server import AggregationServer
+from crypto.protocol.silo import SEED_OWNER, Silo
+
+
+@dataclass
+class Federation:
+    """The server and the silos after setup, with the seconds each setup phase took."""
+
+    server: AggregationServer
+    silos: list[Silo]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RoundResult:
+    """The decoded aggregate of one round and the seconds of its phases.
+
+    `silo_seconds` lists each silo's round (b)-(c) time; `seconds["silo_weighting"]` is their
+    mean, the per-silo cost Fig. 11 reports.
+    """
+
+    aggregate: np.ndarray
+    seconds: dict[str, float]
+    silo_seconds: tuple[float, ...]
+
+
+def setup(counts: np.ndarray, params: ProtocolParams,
+          keypair: tuple[PublicKey, PrivateKey] | None = None) -> Federation:
+    """Setup (a)-(f) of Protocol 1 for `counts` (|S|, |U|) = n_{s,u}; each silo sees only its row."""
+    counts = np.asarray(counts)
+    if counts.shape != (params.silos, params.users):
+        raise ValueError(f"counts must have shape ({params.silos}, {params.users}), got {counts.shape}")
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    server = AggregationServer(params, keypair)
+    silos = [Silo(s, counts[s], params) for s in range(params.silos)]
+    # (a) Paillier key to the silos, DH keys to the server.
+    key_message = server.paillier_key()
+    for silo in silos:
+        silo.receive_paillier_key(key_message)
+        server.receive_dh_key(silo.dh_key())
+    # (b) the server broadcasts the DH keys; each pair derives sk_{s,s'}.
+    broadcast = server.broadcast_dh_keys()
+    for silo in silos:
+        silo.receive_dh_keys(broadcast)
+    # (c) silo 0 sends R sealed to each silo, through the server.
+    if params.silos > 1:
+        for message in silos[SEED_OWNER].sealed_seeds():
+            silos[message.recipient].receive_sealed_seed(server.relay(message))
+    seconds["key_exchange"] = time.perf_counter() - start
+    start = time.perf_counter()
+    # (d)-(e) blinded, then doubly blinded histograms; (f) inverses at the server.
+    for silo in silos:
+        server.receive_histogram(silo.blinded_histogram())
+    server.compute_inverses()
+    seconds["blinded_histograms"] = time.perf_counter() - start
+    return Federation(server, silos, seconds)
+
+
+def weighting_round(federation: Federation, round_index: int, silo_deltas: Sequence[np.ndarray],
+                    silo_noise: Sequence[np.ndarray], sampled: np.ndarray, *,
+                    method: str = "fast", workers: int | None = None) -> RoundResult:
+    """Round (a)-(c): encrypted weights, each silo's masked encrypted sum, decryption."""
+    server, silos = federation.server, federation.silos
+    if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
+        raise ValueError(f"need one delta array and one noise share per silo ({len(silos)})")
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    weights = server.encrypted_weights(round_index, sampled)
+    seconds["server_weights"] = time.perf_counter() - start
+    silo_seconds = []
+    for silo, deltas, noise in zip(silos, silo_deltas, silo_noise):
+        start = time.perf_counter()
+        message = silo.masked_sum(weights, deltas, noise, method=method, workers=workers)
+        silo_seconds.append(time.perf_counter() - start)
+        server.receive_masked_sum(message)
+    seconds["silo_weighting"] = float(np.mean(silo_seconds))
+    start = time.perf_counter()
+    aggregate = server.aggregate(round_index)
+    seconds["aggregation"] = time.perf_counter() - start
+    return RoundResult(aggregate, seconds, tuple(silo_seconds))
+
+
+def plaintext_weighted_sum(silo_deltas: Sequence[np.ndarray], counts: np.ndarray,
+                           sampled: np.ndarray, silo_noise: Sequence[np.ndarray]) -> np.ndarray:
+    """sum_s sum_u sampled_u (n_{s,u} / N_u) delta_{s,u} + sum_s z_s in floating point (Eq. (3))."""
+    counts = np.asarray(counts, dtype=float)
+    totals = counts.sum(axis=0)
+    weights = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+    weights = weights * np.asarray(sampled, dtype=bool)[None, :]
+    result = sum(np.asarray(noise, dtype=float) for noise in silo_noise)
+    for s, deltas in enumerate(silo_deltas):
+        result = result + weights[s] @ np.asarray(deltas, dtype=float)
+    return np.asarray(result, dtype=float)
+
+
+def rounding_tolerance(encoding: Encoding, users: int, silos: int) -> float:
+    """Worst-case |secure - plaintext| per coordinate from the fixed-point rounding (Theorem 4).
+
+    Each encoded value is off by at most P / 2; user u's terms carry weights summing to 1 over
+    the silos, so the users add at most |U| P / 2 and the noise shares |S| P / 2.
+    """
+    return (users + silos) * encoding.precision / 2
+
+
+def secure_weighted_sum(silo_deltas: list[np.ndarray],  # per silo, (users, d) clipped per-user deltas (float)
+                        counts: np.ndarray,             # (silos, users) int, n_{s,u}
+                        sampled: np.ndarray,            # (users,) bool, user-level sub-sampling
+                        silo_noise: list[np.ndarray],   # per silo, (d,) Gaussian noise share (float)
+                        *, key_bits: int = 3072, test_keys: bool = False,
+                        precision: float | None = None, n_max: int | None = None) -> np.ndarray:
+    """Runs Protocol 1 end to end; returns sum_s sum_u sampled_u * n_su/N_u * delta_su + sum_s noise_s (to within the encoding precision).
+
+    A fresh setup (keys, DH, histograms) and one weighting round. `precision` defaults to
+    P = 1e-10; `n_max` defaults to the largest N_max <= 2000 that the key can hold (all 2000 at
+    3072 bits). Raises ValueError for inconsistent shapes, a count N_u above N_max, a value
+    above 1e10 in absolute value, or a key too small for the encoding.
+    """
+    silos = np.shape(counts)[0] if np.ndim(counts) == 2 else None
+    if len(silo_deltas) != silos or len(silo_noise) != silos:
+        raise ValueError(f"counts must be (silos, users) with one delta array and one noise share "
+                         f"per silo; got counts of shape {np.shape(counts)}, {len(silo_deltas)} "
+                         f"delta arrays and {len(silo_noise)} noise shares")
+    first = np.asarray(silo_deltas[0])
+    if first.ndim != 2:
+        raise ValueError(f"each silo's deltas must be a (users, d) array, got shape {first.shape}")
+    session = WeightingSession(counts, first.shape[1], key_bits=key_bits, test_keys=test_keys,
+                               precision=precision, n_max=n_max)
+    return session.round(silo_deltas, sampled, silo_noise)
+
+
+class WeightingSession:
+    """Protocol 1 set up once for fixed counts, then one `round` per training round.
+
+    The setup (keys, DH, blinded histograms) is what the paper runs "only once during the
+    entire training process"; `secure_weighted_sum` is a session of one round. Arguments as in
+    `secure_weighted_sum`; `dimension` is d.
+    """
+
+    def __init__(self, counts: np.ndarray, dimension: int, *, key_bits: int = 3072,
+                 test_keys: bool = False, precision: float | None = None,
+                 n_max: int | None = None, workers: int | None = None) -> None:
+        counts = np.asarray(counts)
+        if counts.ndim != 2 or not np.issubdtype(counts.dtype, np.integer):
+            raise ValueError(f"counts must be a (silos, users) integer array, got {counts.dtype} "
+                             f"{counts.shape}")
+        silos, users = counts.shape
+        precision = DEFAULT_PRECISION if precision is None else precision
+        public, private = generate_keypair(key_bits, test_keys=test_keys)
+        if n_max is None:
+            n_max = largest_n_max(public.n, users, silos, precision=precision,
+                                  value_bound=DEFAULT_VALUE_BOUND, ceiling=DEFAULT_N_MAX)
+            if n_max < 1:
+                raise ValueError(f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
+                                 f"{precision:g}; use a larger key or a coarser precision")
+        encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
+        for u, total in enumerate(counts.sum(axis=0).tolist()):
+            encoding.check_count(int(total), f"N_u for user {u}")
+        self.params = ProtocolParams(silos=silos, users=users, dimension=dimension,
+                                     key_bits=key_bits, encoding=encoding, test_keys=test_keys)
+        self.federation = setup(counts, self.params, keypair=(public, private))
+        self.workers = workers
+        self.rounds_done = 0
+
+    def round(self, silo_deltas: Sequence[np.ndarray], sampled: np.ndarray,
+              silo_noise: Sequence[np.ndarray]) -> np.ndarray:
+        """One weighting round (a)-(c): the decoded weighted sum plus the noise shares."""
+        p = self.params
+        if len(silo_deltas) != p.silos or len(silo_noise) != p.silos:
+            raise ValueError(f"counts has {p.silos} silos but got {len(silo_deltas)} delta arrays "
+                             f"and {len(silo_noise)} noise shares")
+        for deltas in silo_deltas:
+            if np.shape(deltas) != (p.users, p.dimension):
+                raise ValueError(f"each silo's deltas must be ({p.users}, {p.dimension}), "
+                                 f"got {np.shape(deltas)}")
+        result = weighting_round(self.federation, self.rounds_done, silo_deltas, silo_noise,
+                                 sampled, workers=self.workers)
+        self.rounds_done += 1
+        return result.aggregate

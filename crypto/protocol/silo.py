@@ -1,0 +1,169 @@
+"""A silo s of Protocol 1 (ULDP-FL §4.1).
+
+A silo knows its own counts n_{s,u}, its users' clipped deltas and its noise share. From the
+protocol it learns the other silos' DH public keys, the shared seed R (hence every r_u), and
+Paillier ciphertexts Enc(B_inv(N_u)) it cannot decrypt: nothing about another silo's n_{s',u}
+(Theorem 5, Appendix D.5).
+"""
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+
+import gmpy2
+import numpy as np
+
+from crypto.dh import DhKeyPair, generate_dh_keypair, pairwise_keys
+from crypto.masking import add_masks, blind, pairwise_masks
+from crypto.paillier import PublicKey
+from crypto.prg import unit_elements
+from crypto.protocol.messages import (
+    BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
+    MaskedSumMessage, PaillierKeyMessage, SealedSeedMessage,
+)
+from crypto.protocol.params import ProtocolParams
+from crypto.sealing import open_sealed, seal
+from crypto.weighting import encrypted_weighted_sum, user_factors
+
+SEED_OWNER = 0
+"""The silo that draws R (setup (c))."""
+
+SEED_BYTES = 32
+
+
+class Silo:
+    """The party s: DH keys, the shared seed, blinded histograms and the encrypted weighting."""
+
+    def __init__(self, silo_id: int, counts: Sequence[int] | np.ndarray, params: ProtocolParams) -> None:
+        if not 0 <= silo_id < params.silos:
+            raise ValueError(f"silo id {silo_id} is not in [0, {params.silos})")
+        counts = np.asarray(counts)
+        if counts.shape != (params.users,):
+            raise ValueError(f"silo {silo_id}: counts must have shape ({params.users},), "
+                             f"got {counts.shape}")
+        if not np.issubdtype(counts.dtype, np.integer):
+            raise ValueError(f"silo {silo_id}: counts n_su must be integers")
+        for u, n_su in enumerate(counts.tolist()):
+            params.encoding.check_count(int(n_su), f"n_(s={silo_id},u={u})")
+        self.id = silo_id
+        self.params = params
+        self.inbox: list[object] = []
+        self._counts = [int(c) for c in counts.tolist()]
+        self._dh: DhKeyPair = generate_dh_keypair()
+        self._public_key: PublicKey | None = None
+        self._mask_seeds: dict[int, bytes] = {}
+        self._seal_keys: dict[int, bytes] = {}
+        self._seed: bytes | None = secrets.token_bytes(SEED_BYTES) if silo_id == SEED_OWNER else None
+        self._blinds: list[gmpy2.mpz] | None = None
+
+    # Setup (a).
+    def receive_paillier_key(self, message: PaillierKeyMessage) -> None:
+        self.inbox.append(message)
+        self._public_key = PublicKey(gmpy2.mpz(message.n))
+        self.params.encoding.check_capacity(message.n, self.params.users, self.params.silos)
+
+    def dh_key(self) -> DhKeyMessage:
+        return DhKeyMessage(self.id, self._dh.public)
+
+    # Setup (b): pairwise keys sk_{s,s'}, one per purpose.
+    def receive_dh_keys(self, message: DhKeysBroadcast) -> None:
+        self.inbox.append(message)
+        publics = dict(message.publics)
+        if set(publics) != set(range(self.params.silos)) or publics[self.id] != self._dh.public:
+            raise ValueError(f"silo {self.id}: the DH key broadcast is incomplete or altered")
+        for peer, public in publics.items():
+            if peer == self.id:
+                continue
+            keys = pairwise_keys(self._dh, self.id, public, peer, ("masks", "seed"))
+            self._mask_seeds[peer], self._seal_keys[peer] = keys["masks"], keys["seed"]
+
+    # Setup (c): silo 0 seals R for each other silo; the server only relays.
+    def sealed_seeds(self) -> list[SealedSeedMessage]:
+        if self.id != SEED_OWNER or self._seed is None:
+            raise RuntimeError(f"only silo {SEED_OWNER} draws the shared seed R")
+        return [SealedSeedMessage(self.id, peer, seal(key, self._seed, _seed_context(peer)))
+                for peer, key in sorted(self._seal_keys.items())]
+
+    def receive_sealed_seed(self, message: SealedSeedMessage) -> None:
+        self.inbox.append(message)
+        if message.recipient != self.id or message.sender != SEED_OWNER:
+            raise ValueError(f"silo {self.id}: sealed seed addressed to {message.recipient} "
+                             f"from {message.sender}")
+        self._seed = open_sealed(self._seal_keys[SEED_OWNER], message.box, _seed_context(self.id))
+
+    # Setup (d)-(e).
+    def blinded_histogram(self) -> BlindedHistogramMessage:
+        """B'(n_{s,u}) = r_u n_{s,u} + sum_{s'>s} r^u_{s,s'} - sum_{s'<s} r^u_{s,s'} (mod n)."""
+        n = self._modulus()
+        blinded = blind(self._counts, self._multiplicative_blinds(), n)
+        masks = pairwise_masks(self.id, self._mask_seeds, "histogram", self.params.users, n)
+        return BlindedHistogramMessage(self.id, tuple(int(v) for v in add_masks(blinded, masks, n)))
+
+    # Round (b)-(c).
+    def masked_sum(self, message: EncryptedWeightsMessage, deltas: np.ndarray, noise: np.ndarray,
+                   *, method: str = "fast", workers: int | None = None) -> MaskedSumMessage:
+        """Enc(sum_u E(delta_{s,u}) n_{s,u} r_u C_LCM B_inv(N_u) + E(z_s) C_LCM + masks).
+
+        `deltas` is (|U|, d): the clipped per-user deltas of this silo (rows of users without
+        records here are ignored, their n_{s,u} being 0); `noise` is this silo's (d,) share.
+        `method` is "fast" or "straightforward" (`crypto.weighting`).
+        """
+        inputs = self.weighting_inputs(message, deltas, noise)
+        ciphertexts = encrypted_weighted_sum(self._public(), *inputs, method=method,
+                                             workers=workers)
+        return MaskedSumMessage(self.id, message.round, tuple(int(c) for c in ciphertexts))
+
+    def weighting_inputs(self, message: EncryptedWeightsMessage, deltas: np.ndarray,
+                         noise: np.ndarray) -> tuple[list, list, list, list]:
+        """(Enc(B_inv(N_u)), k_u, E_{u,j}, offset_j) of round (b): what `crypto.weighting` needs.
+
+        k_u = n_{s,u} r_u C_LCM mod n; E_{u,j} the signed fixed-point deltas; offset_j the
+        encoded noise share times C_LCM plus this round's pairwise mask (round (c)).
+        """
+        self.inbox.append(message)
+        p = self.params
+        deltas = np.asarray(deltas, dtype=float)
+        noise = np.asarray(noise, dtype=float)
+        if deltas.shape != (p.users, p.dimension):
+            raise ValueError(f"silo {self.id}: deltas must have shape ({p.users}, {p.dimension}), "
+                             f"got {deltas.shape}")
+        if noise.shape != (p.dimension,):
+            raise ValueError(f"silo {self.id}: noise must have shape ({p.dimension},), "
+                             f"got {noise.shape}")
+        if len(message.ciphertexts) != p.users:
+            raise ValueError(f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for "
+                             f"{p.users} users")
+        pk = self._public()
+        encoding = p.encoding
+        present = np.asarray(self._counts)[:, None] > 0
+        fixed_flat = encoding.fixed_point(np.where(present, deltas, 0.0))
+        fixed = [fixed_flat[u * p.dimension:(u + 1) * p.dimension] for u in range(p.users)]
+        c_lcm = gmpy2.mpz(encoding.c_lcm)
+        noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
+        masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension,
+                               pk.n)
+        offsets = add_masks(noise_terms, masks, pk.n)
+        factors = user_factors(self._counts, self._multiplicative_blinds(), encoding.c_lcm, pk.n)
+        weights = [gmpy2.mpz(c) for c in message.ciphertexts]
+        return weights, factors, fixed, offsets
+
+    def _multiplicative_blinds(self) -> list[gmpy2.mpz]:
+        """r_u for every user, expanded from R: the same at every silo, unknown to the server."""
+        if self._blinds is None:
+            if self._seed is None:
+                raise RuntimeError(f"silo {self.id}: setup (c) has not run: no shared seed R")
+            self._blinds = unit_elements(self._seed, "multiplicative-blinds", self.params.users,
+                                         self._modulus())
+        return self._blinds
+
+    def _public(self) -> PublicKey:
+        if self._public_key is None:
+            raise RuntimeError(f"silo {self.id}: setup (a) has not run: no Paillier key")
+        return self._public_key
+
+    def _modulus(self) -> gmpy2.mpz:
+        return self._public().n
+
+
+def _seed_context(recipient: int) -> bytes:
+    return f"uldp/protocol1/seed-R/{SEED_OWNER}->{recipient}".encode()
