@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 import time
+from uldp_cli.machine import describe_machine
 
 COMMANDS = {
     "account (Fig. 2, k = 1..64, rdp + normal)": [
@@ -53,15 +52,6 @@ def time_command(args: list[str], repeat: int) -> list[float]:
     return times
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -74,9 +64,9 @@ def main() -> None:
         rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
                      "median_s": statistics.median(times), "best_s": min(times)})
     if args.json:
-        print(json.dumps({"machine": machine(), "repeat": args.repeat, "results": rows}, indent=2))
+        print(json.dumps({"machine": describe_machine(), "repeat": args.repeat, "results": rows}, indent=2))
         return
-    print(f"machine: {machine()}; {args.repeat} runs each, fresh process")
+    print(f"machine: {describe_machine()}; {args.repeat} runs each, fresh process")
     for row in rows:
         print(f"{row['median_s']:7.3f} s median  {row['best_s']:7.3f} s best  {row['benchmark']}")
 

@@ -10,7 +10,8 @@ import argparse
 import json
 import statistics
 
-from bench_cli import machine, time_command  # same folder: run as a script
+from bench_cli import time_command  # same folder: run as a script
+from uldp_cli.machine import describe_machine
 
 COMMANDS = {
     "dropout: Table 2 (3 dropouts x 6 round counts x 3 budgets, ours + paper)": [
@@ -39,9 +40,9 @@ def main() -> None:
         rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
                      "median_s": statistics.median(times), "best_s": min(times)})
     if args.format == "json":
-        print(json.dumps({"machine": machine(), "repeat": args.repeat, "results": rows}, indent=2))
+        print(json.dumps({"machine": describe_machine(), "repeat": args.repeat, "results": rows}, indent=2))
         return
-    print(f"machine: {machine()}; {args.repeat} runs each, fresh process")
+    print(f"machine: {describe_machine()}; {args.repeat} runs each, fresh process")
     for row in rows:
         print(f"{row['median_s']:8.2f} s median {row['best_s']:8.2f} s best  {row['benchmark']}")
 

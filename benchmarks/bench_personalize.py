@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -34,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from accountants.budgets import sample_budgets  # noqa: E402
 from accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
 from accountants.sampling_rates import METHODS, personalize  # noqa: E402
+from uldp_cli.machine import describe_machine
 
 PUBLISHED = {"group-3": {"bisect": 1.69, "scf": 13.11}, "group-100": {"bisect": 52.50, "scf": 13.32},
              "individual-1000": {"bisect": 597.82, "scf": 14.10}}
@@ -103,15 +102,6 @@ def big_cli(records: int, repeat: int) -> dict:
             "median_s": statistics.median(times), "best_s": min(times), "csv_bytes": size}
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
-
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -124,7 +114,7 @@ def main() -> None:
     rows = [row for name in PUBLISHED for row in side_by_side(name, args.records, args.repeat)]
     big = big_library(args.big)
     cli = big_cli(args.big, args.repeat)
-    doc = {"machine": machine(), "run": "T = 50, tau = 10, lambda = 1, untrusted, delta = 1e-5, "
+    doc = {"machine": describe_machine(), "run": "T = 50, tau = 10, lambda = 1, untrusted, delta = 1e-5, "
                                         "sigma calibrated to the largest budget at q = 1",
            "methods": rows, "big_library": big, "big_cli": cli}
     if args.format == "json":

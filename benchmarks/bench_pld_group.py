@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import time
 
 from accountants.mechanism import SubsampledGaussian
 from accountants.pld import _default_discretization, pld_epsilon
 from accountants.prv import prv_epsilon
+from uldp_cli.machine import describe_machine
 
 FIG2 = SubsampledGaussian(sigma=5.0, q=0.01, steps=100_000)
 DELTA = 1e-5
@@ -28,15 +27,6 @@ def timed(fn):
     value = fn()
     return value, time.perf_counter() - start
 
-
-def machine() -> str:
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def main() -> None:
@@ -55,10 +45,10 @@ def main() -> None:
     eps, seconds = timed(lambda: prv_epsilon(FIG2, DELTA))
     rows.append({"accountant": "prv", "k": 1, "epsilon": eps, "seconds": seconds})
     if args.format == "json":
-        print(json.dumps({"machine": machine(), "setting": "sigma 5, q 0.01, 1e5 steps, delta 1e-5",
+        print(json.dumps({"machine": describe_machine(), "setting": "sigma 5, q 0.01, 1e5 steps, delta 1e-5",
                           "results": rows}, indent=2))
         return
-    print(f"machine: {machine()}; sigma 5, q 0.01, 1e5 steps, delta 1e-5")
+    print(f"machine: {describe_machine()}; sigma 5, q 0.01, 1e5 steps, delta 1e-5")
     for r in rows:
         extra = (f"  finer grid {r['finer_epsilon']:.4f} ({r['finer_seconds']:.2f} s), "
                  f"excess {r['relative_excess']:.1e}" if "finer_epsilon" in r else "")

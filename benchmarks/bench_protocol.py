@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -39,16 +37,8 @@ from crypto.protocol import (  # noqa: E402
 from crypto.weighting import (  # noqa: E402
     default_workers, encrypted_weighted_sum, fast_products, finish, straightforward_products,
 )
+from uldp_cli.machine import describe_machine  # noqa: E402
 
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def timed(fn, *args, **kwargs):
@@ -105,7 +95,7 @@ def main() -> None:
     same = [private.decrypt(c) for c in products] == [private.decrypt(c) for c in fast_sub]
 
     report = {
-        "machine": machine(), "silos": silos, "users": users, "params": d,
+        "machine": describe_machine(), "silos": silos, "users": users, "params": d,
         "key_bits": args.key_bits, "workers": workers, "precision": encoding.precision,
         "n_max": encoding.n_max, "keygen_seconds": keygen_s,
         "protocol_seconds": {**federation.seconds, **result.seconds},
@@ -127,7 +117,7 @@ def main() -> None:
     print(f"machine: {report['machine']}")
     print(f"|S| = {silos}, |U| = {users}, d = {d}, {args.key_bits}-bit key, P = "
           f"{encoding.precision:g}, N_max = {encoding.n_max}, workers = {workers}")
-    print(f"protocol phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in
+    print("protocol phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                report["protocol_seconds"].items())
           + f"  (key generation {keygen_s:.2f} s, not in key_exchange here)")
     print(f"verified against plaintext: {report['verified']} (max error {error:.3g})")

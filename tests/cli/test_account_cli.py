@@ -8,7 +8,7 @@ from click.testing import CliRunner
 
 from accountants.account import record_level
 from accountants.algorithms import plan_algorithm
-from accountants.mechanism import SubsampledGaussian
+
 from uldp_cli.main import cli
 
 FIG2 = ["--sigma", "5", "--q", "0.01", "--steps", "100000"]

@@ -1,11 +1,10 @@
 """`uldp bench`: what the private weighting protocol (ULDP-FL Protocol 1) costs, phase by phase."""
 from __future__ import annotations
 
-import os
-import platform
 from pathlib import Path
 
 import click
+from uldp_cli.machine import describe_machine
 
 from ..config import config_option
 from ..errors import library_errors
@@ -100,7 +99,7 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
         _plot(runs, plot)
     columns = COLUMNS[:-1] + (COMPARE_COLUMNS if compare_straightforward else []) + COLUMNS[-1:]
     assumptions = {
-        "machine": _machine(),
+        "machine": describe_machine(),
         "silos": silos,
         "data": "synthetic: n_su uniform in [1, 20] (every user in every silo), deltas clipped to "
                 "[-1, 1], Gaussian noise shares",
@@ -143,15 +142,6 @@ def _document(run) -> dict:
         doc["speedup"] = run.straightforward_seconds / run.seconds["silo_weighting"]
     return doc
 
-
-def _machine() -> str:
-    cpu = platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return f"{cpu}, {os.cpu_count()} cores"
 
 
 class _progress:
