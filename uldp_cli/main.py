@@ -117,4 +117,5 @@ class LazyGroup(click.Group):
 )
 @click.version_option(__version__, "--version", prog_name="uldp", message="%(prog)s %(version)s")
 def cli() -> None:
-    """Differential-privacy accounting for user-level DP in cross-silo federated learning."""
+    """User-level differential privacy for cross-silo federated learning: accounting, budgets,
+    training and the private weighting protocol."""
