@@ -3,9 +3,13 @@
 Each preset turns an algorithm's hyper-parameters into a `Mechanism` plus the assumptions the
 guarantee rests on; any accountant then accounts that mechanism.
 
-- ULDP-NAIVE (Algorithm 1, Theorem 1): a user may move every silo's clipped delta, so the
-  aggregate has user-level sensitivity |S| C; each silo adds N(0, sigma^2 C^2 |S|), the sum has
-  std sigma C |S|: a Gaussian mechanism of noise multiplier sigma per round.
+- ULDP-NAIVE (Algorithm 1, Theorem 1): a user may move every silo's clipped delta. The paper
+  takes that move to be at most C per silo (sensitivity |S| C, noise N(0, sigma^2 C^2 |S|) per
+  silo, Line 14), but removing a user does not remove a silo's delta, it changes it: the clipped
+  delta can go from one point of the C-ball to the opposite one, 2C. So the sensitivity of the
+  sum is 2 |S| C, and the guarantee of noise multiplier sigma per round holds when each silo adds
+  N(0, 4 sigma^2 C^2 |S|) (sum std 2 sigma C |S|), which is what `uldp train` does; with the
+  paper's noise the real multiplier is sigma / 2.
 - ULDP-AVG / ULDP-SGD (Algorithm 3, Theorem 3): per-user clipping with weights summing to one
   over silos bounds a user's contribution by C; each silo adds N(0, sigma^2 C^2 / |S|), the sum
   has std sigma C: again noise multiplier sigma per round, whatever the local epochs.
@@ -65,7 +69,10 @@ def plan_algorithm(
     theorem = {"uldp-naive": "Theorem 1", "uldp-avg": "Theorem 3", "uldp-sgd": "Theorem 3"}[algorithm]
     silo_label = str(n_silos) if n_silos else "|S|"
     if algorithm == "uldp-naive":
-        noise = f"each silo adds N(0, sigma^2 C^2 {silo_label}); user-level sensitivity {silo_label} C"
+        # Twice the paper's std: a user moves each silo's clipped delta by up to 2C (see above).
+        noise = (f"each silo adds N(0, 4 sigma^2 C^2 {silo_label}), twice the std of Algorithm 1 "
+                 f"line 14: user-level sensitivity 2 {silo_label} C (a user moves each silo's "
+                 "clipped delta by up to 2C; the paper counts C)")
     else:
         noise = (f"each silo adds N(0, sigma^2 C^2 / {silo_label}); per-user clipping with weights "
                  "summing to 1 over silos bounds a user's contribution by C")

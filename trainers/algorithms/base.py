@@ -1,0 +1,185 @@
+"""What every algorithm shares: its settings, a silo's data, the round's instructions, and the
+messages silos send the server.
+
+Each algorithm is a silo-side update and a server-side aggregation (as a Flower `Strategy`
+splits `configure_fit` / client fit / `aggregate_fit`): the server first decides the round
+(`RoundPlan`: which users are sampled, each silo's weights w_s), every silo turns the global
+model and its own records into one message, and the server turns the messages into the next
+global model. Nothing else passes between them, so the encrypted weighting protocol (Protocol 1)
+can replace the plaintext aggregation without touching the silo side.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..models import LossFn
+from ..per_user import LocalTraining
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Hyper-parameters of one run (ULDP-FL Table 1)."""
+
+    algo: str
+    rounds: int
+    sigma: float = 5.0            # noise multiplier
+    clip: float = 1.0             # clipping bound C
+    local_epochs: int = 1         # Q
+    lr: float = 0.05              # local learning rate eta_l
+    global_lr: float = 1.0        # global learning rate eta_g
+    user_q: float = 1.0           # user-level sub-sampling probability q (Algorithm 4)
+    batch_size: int = 32          # silo-level SGD / DP-SGD batch (default, naive, group)
+    local_batch_size: int | None = None  # per-user SGD batch (avg / sgd); None: all the user's records
+    group_k: int | str = "median"  # uldp-group: int, "max" or "median"
+    delta: float = 1e-5
+    seed: int = 0
+    secure: bool = False          # uldp-avg-w / uldp-sgd-w: Protocol 1 instead of plaintext weighting
+    key_bits: int = 3072
+    test_keys: bool = False       # small Paillier keys, for tests only
+    batched: bool = True          # per-user training vectorised (trainers/per_user.py)
+
+    def __post_init__(self) -> None:
+        if self.rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got {self.rounds}")
+        if not self.sigma > 0:
+            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+        if not self.clip > 0:
+            raise ValueError(f"clip must be > 0, got {self.clip}")
+        if not 0 < self.user_q <= 1:
+            raise ValueError(f"user-q must be in (0, 1], got {self.user_q}")
+        if not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch size must be >= 1, got {self.batch_size}")
+        if isinstance(self.group_k, int) and not isinstance(self.group_k, bool):
+            if self.group_k < 1:
+                raise ValueError(f"group-k must be an integer >= 1, max or median, got {self.group_k}")
+        elif self.group_k not in ("max", "median"):
+            raise ValueError(f"group-k must be an integer >= 1, max or median, got {self.group_k!r}")
+        if self.secure and self.algo not in ("uldp-avg-w", "uldp-sgd-w"):
+            raise ValueError("--secure applies to uldp-avg-w and uldp-sgd-w (Protocol 1 weighting)")
+
+    @property
+    def local(self) -> LocalTraining:
+        return LocalTraining(self.local_epochs, self.lr, self.local_batch_size)
+
+
+@dataclass
+class SiloData:
+    """One silo's training records as tensors, with their users."""
+
+    silo: int
+    x: torch.Tensor
+    y: torch.Tensor
+    users: np.ndarray      # (n,) int64 owner of each record
+    n_users: int
+
+    @property
+    def size(self) -> int:
+        return len(self.users)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What both sides know of the setting: the model, its loss, the federation's size."""
+
+    model: nn.Module
+    loss_fn: LossFn
+    n_users: int
+    n_silos: int
+    n_params: int
+    counts: np.ndarray     # (silos, users) n_{s,u}; the server sees it only through weights
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """The server's instructions for one round (Algorithm 4 lines 4-7)."""
+
+    round: int
+    sampled: np.ndarray    # (users,) bool: user in U_t
+    weights: np.ndarray | None  # (silos, users) w_{s,u}, zero for users not sampled; None if unused
+
+
+@dataclass(frozen=True)
+class SiloDelta:
+    """A silo's message: its (clipped, weighted, noised) model delta Delta_t^s, flat."""
+
+    silo: int
+    delta: torch.Tensor    # (d,)
+
+
+@dataclass(frozen=True)
+class SiloUserDeltas:
+    """A silo's message for the weighting protocol: per-user clipped deltas and its noise.
+
+    Plaintext weighting multiplies row u by w_{s,u} = n_{s,u}/N_u on the server; Protocol 1
+    does the same under Paillier encryption so that no party learns n_{s,u} of another silo.
+    """
+
+    silo: int
+    users: np.ndarray      # (m,) user ids of the rows
+    deltas: torch.Tensor   # (m, d) clipped, unweighted
+    noise: torch.Tensor    # (d,)
+
+
+Message = SiloDelta | SiloUserDeltas
+
+
+class Algorithm(Protocol):
+    name: str
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan: ...
+
+    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
+                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> Message: ...
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list[Message], plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]: ...
+
+
+def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray:
+    """Poisson sampling of users with probability q (Algorithm 4 line 4); q = 1 keeps everyone."""
+    if q >= 1:
+        return np.ones(n_users, dtype=bool)
+    return rng.random(n_users) < q
+
+
+def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -> torch.Tensor:
+    """N(0, std^2 I) of dimension d, drawn from the silo's numpy generator (so runs replay)."""
+    return torch.as_tensor(rng.normal(0.0, std, size=d), dtype=like.dtype, device=like.device)
+
+
+def apply_delta(params: dict[str, torch.Tensor], step: torch.Tensor, scale: float) -> dict[str, torch.Tensor]:
+    """x_{t+1} = x_t + scale * step, with `step` flat."""
+    out, start = {}, 0
+    for name, p in params.items():
+        n = p.numel()
+        out[name] = p + scale * step[start:start + n].view_as(p)
+        start += n
+    return out
+
+
+def sgd_epochs(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+               loss_fn: LossFn, *, epochs: int, lr: float, batch_size: int,
+               rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """Plain minibatch SGD over a silo's records (Algorithm 1 lines 9-11), shuffled per epoch."""
+    from torch.func import functional_call
+
+    local = {k: v.detach().clone() for k, v in params.items()}
+    n = len(x)
+    for _ in range(epochs):
+        order = rng.permutation(n)
+        for start in range(0, n, batch_size):
+            idx = torch.as_tensor(order[start:start + batch_size])
+            current = {k: v.requires_grad_(True) for k, v in local.items()}
+            loss = loss_fn(functional_call(model, current, (x[idx],)), y[idx],
+                           torch.ones(len(idx), dtype=x.dtype, device=x.device))
+            grads = torch.autograd.grad(loss, list(current.values()))
+            local = {k: (v - lr * g).detach() for (k, v), g in zip(current.items(), grads)}
+    return local
+

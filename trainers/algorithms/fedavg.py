@@ -1,0 +1,42 @@
+"""`default`: FedAVG with global and local learning rates, no privacy (ULDP-FL §5.1, [55]).
+
+Each silo runs Q epochs of minibatch SGD from x_t on its records; the server moves
+x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s (Algorithm 1 line 6 without clipping or noise).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..per_user import flat_parameters
+from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users,
+                   sgd_epochs)
+
+
+def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.ndarray, ctx: Context,
+                   cfg: TrainConfig, rng: np.random.Generator) -> torch.Tensor:
+    """Delta x_s - x_t after Q epochs of SGD on the silo's records selected by `keep`."""
+    if not keep.any():
+        return torch.zeros(ctx.n_params, dtype=next(iter(params.values())).dtype)
+    idx = torch.as_tensor(np.flatnonzero(keep))
+    local = sgd_epochs(ctx.model, params, silo.x[idx], silo.y[idx], ctx.loss_fn,
+                       epochs=cfg.local_epochs, lr=cfg.lr, batch_size=cfg.batch_size, rng=rng)
+    return flat_parameters(local) - flat_parameters(params)
+
+
+class FedAvg:
+    """Non-private baseline; user sampling (if asked) only thins the records trained on."""
+
+    name = "default"
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
+
+    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
+                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        return SiloDelta(silo.silo, silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, rng))
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        total = torch.stack([m.delta for m in messages]).sum(dim=0)
+        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)

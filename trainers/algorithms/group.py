@@ -1,0 +1,125 @@
+"""`uldp-group`: ULDP-GROUP-k (ULDP-FL Algorithm 2, Theorem 2).
+
+Flags B keep at most k records of every user across all silos (line 8), drawn once at random
+and kept for every round (§3.3: "these flags must be consistent across all rounds"); k is given,
+or `max` / `median` of the records per user (§5.1). Each silo then runs DP-SGD [Abadi et al.,
+Algorithm 1] on its kept records D'_s: ceil(Q / gamma_s) steps per round, each Poisson-sampling
+records with rate gamma_s = min(1, batch / |D'_s|), clipping every record's gradient to C, adding
+N(0, sigma^2 C^2) to the sum and dividing by the expected batch gamma_s |D'_s|. The server
+averages: x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s.
+
+Accounting: record-level RDP of that DP-SGD, maximum over silos, then group privacy for k records
+(`accountants.algorithms.plan_algorithm("uldp-group", silo_sizes=|D'_s|, batch_size=..., k=k)`).
+User sampling, if asked, only removes users' records from a round; it is not credited.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch.func import functional_call, grad, vmap
+
+from ..per_user import ranks_within_user, flat_parameters
+from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users)
+
+
+def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
+    """k as an integer: given, or the max / median of N_u over users with records (at least 1)."""
+    if not isinstance(group_k, str):
+        if group_k < 1:
+            raise ValueError(f"group-k must be >= 1, got {group_k}")
+        return int(group_k)
+    present = records_per_user[records_per_user > 0]
+    if len(present) == 0:
+        return 1
+    if group_k == "max":
+        return int(present.max())
+    if group_k == "median":
+        return max(1, int(math.ceil(np.median(present))))
+    raise ValueError(f"group-k must be an integer >= 1, max or median, got {group_k!r}")
+
+
+def contribution_flags(users: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Flags b: True for the records kept, at most k per user over all silos, chosen at random.
+
+    `users` lists the owner of every training record of the federation (all silos together).
+    """
+    ranks = ranks_within_user(users, rng.random(len(users)))
+    return ranks < k
+
+
+def sampling_rates(kept_sizes: list[int], batch_size: int) -> list[float]:
+    """gamma_s = min(1, batch / |D'_s|) for every silo with kept records."""
+    return [min(1.0, batch_size / n) for n in kept_sizes if n > 0]
+
+
+class UldpGroup:
+    name = "uldp-group"
+
+    def __init__(self, k: int, kept: list[np.ndarray]) -> None:
+        self.k = k
+        self.kept = kept  # per silo: bool mask over the silo's records
+
+    @classmethod
+    def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> "UldpGroup":
+        owners = np.concatenate([s.users for s in silos])
+        n_users = silos[0].n_users if silos else 0
+        k = resolve_group_k(cfg.group_k, np.bincount(owners, minlength=n_users))
+        flags = contribution_flags(owners, k, np.random.default_rng([cfg.seed, 7, 1]))
+        bounds = np.cumsum([0] + [s.size for s in silos])
+        return cls(k, [flags[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
+
+    def kept_sizes(self) -> list[int]:
+        return [int(m.sum()) for m in self.kept]
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
+
+    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
+                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        kept = self.kept[silo.silo]
+        n_kept = int(kept.sum())
+        like = next(iter(params.values()))
+        if n_kept == 0:
+            return SiloDelta(silo.silo, torch.zeros(ctx.n_params, dtype=like.dtype, device=like.device))
+        gamma = min(1.0, cfg.batch_size / n_kept)
+        steps = math.ceil(cfg.local_epochs / gamma - 1e-9)  # as plan_algorithm counts them
+        usable = np.flatnonzero(kept & plan.sampled[silo.users])
+        local = dp_sgd(ctx, params, silo.x, silo.y, usable, gamma=gamma, expected=gamma * n_kept,
+                       steps=steps, cfg=cfg, rng=rng)
+        return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        total = torch.stack([m.delta for m in messages]).sum(dim=0)
+        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
+
+
+def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
+           usable: np.ndarray, *, gamma: float, expected: float, steps: int, cfg: TrainConfig,
+           rng: np.random.Generator) -> dict[str, torch.Tensor]:
+    """DP-SGD with Poisson sampling (rate gamma) and per-record clipping (Abadi et al. 2016)."""
+    model, loss_fn = ctx.model, ctx.loss_fn
+
+    def record_loss(p, xr, yr):
+        return loss_fn(functional_call(model, p, (xr.unsqueeze(0),)), yr.unsqueeze(0),
+                       torch.ones(1, dtype=xr.dtype, device=xr.device))
+
+    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0))
+    local = {k: v.detach().clone() for k, v in params.items()}
+    like = next(iter(local.values()))
+    for _ in range(steps):
+        chosen = usable[rng.random(len(usable)) < gamma]
+        noise = torch.as_tensor(rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params),
+                                dtype=like.dtype, device=like.device)
+        total = noise
+        if len(chosen):
+            idx = torch.as_tensor(chosen, device=x.device)
+            grads = per_record(local, x[idx], y[idx])
+            flat = torch.cat([g.reshape(len(chosen), -1) for g in grads.values()], dim=1)
+            norms = torch.linalg.vector_norm(flat, dim=1, keepdim=True)
+            clipped = flat * torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0)
+            total = clipped.sum(dim=0) + noise
+        local = apply_delta(local, total, -cfg.lr / expected)
+    return local

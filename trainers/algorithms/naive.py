@@ -1,0 +1,51 @@
+"""`uldp-naive`: ULDP-NAIVE (ULDP-FL Algorithm 1, Theorem 1).
+
+Each silo trains Q epochs on its records, clips its whole delta to C (line 13) and adds Gaussian
+noise (line 14); the server averages: x_{t+1} = x_t + eta_g / |S| sum_s Delta'_s.
+
+Noise. Theorem 1 takes a user's effect on one silo's clipped delta to be at most C, hence
+user-level sensitivity |S| C and per-silo noise N(0, sigma^2 C^2 |S|). Under add/remove of a
+user, though, the silo's clipped delta moves from one point of the C-ball to another, by up to
+2C. We therefore add N(0, sigma^2 (2C)^2 |S|) per silo: the sum has std sigma * 2|S|C, a Gaussian
+mechanism of noise multiplier sigma for the true sensitivity 2|S|C, which is the mechanism
+`accountants.algorithms.plan_algorithm("uldp-naive", sigma=...)` accounts.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..per_user import clip_rows
+from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, gaussian,
+                   sample_users)
+from .fedavg import silo_sgd_delta
+
+# A user can move one silo's clipped delta by twice the clipping bound (see module docstring).
+SENSITIVITY_FACTOR = 2.0
+
+
+def naive_noise_std(cfg: TrainConfig, n_silos: int) -> float:
+    """Per-silo noise std: sigma * 2C * sqrt(|S|), so the sum has std sigma * 2|S|C."""
+    return cfg.sigma * SENSITIVITY_FACTOR * cfg.clip * math.sqrt(n_silos)
+
+
+class UldpNaive:
+    name = "uldp-naive"
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
+
+    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
+                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        noise_rng, train_rng = rng.spawn(2)
+        delta = silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, train_rng)
+        clipped, _ = clip_rows(delta.unsqueeze(0), cfg.clip)
+        noise = gaussian(ctx.n_params, naive_noise_std(cfg, ctx.n_silos), noise_rng, delta)
+        return SiloDelta(silo.silo, clipped[0] + noise)
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        total = torch.stack([m.delta for m in messages]).sum(dim=0)
+        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)

@@ -1,0 +1,88 @@
+"""`uldp-avg`, `uldp-avg-w`, `uldp-sgd`, `uldp-sgd-w`: per-user clipping (ULDP-FL Algorithms 3-4).
+
+Silo side (Algorithm 3 lines 8-17): every user u of the silo trains from x_t on its own records
+(ULDP-AVG: Q local epochs; ULDP-SGD: one gradient on all its records), the delta is clipped to C
+and weighted by w_{s,u}; the silo sends sum_u w_{s,u} Delta~_{s,u} + N(0, sigma^2 C^2 / |S|).
+Server side (Algorithm 4 line 10): x_{t+1} = x_t + eta_g / (q |U| |S|) sum_s Delta_t^s.
+Sampling (Algorithm 4 lines 4-7): users not in U_t get weight 0 in every silo.
+
+With weights summing to 1 over silos, one user's part of sum_s Delta_t^s has norm at most C, and
+the noise on the sum has std sigma C: a Gaussian of noise multiplier sigma (Theorem 3).
+
+ULDP-SGD is computed as one full-batch step with learning rate 1 (its "delta" is -g), so both
+share the per-user path; the server's eta_g is then the SGD step size.
+
+The `-w` variants (Eq. 3, w = n_{s,u} / N_u) send per-user clipped deltas and the noise instead of
+their weighted sum, and the server's weighting is pluggable: plaintext by default, Protocol 1
+(`secure=True`) where the silos, not knowing who is sampled, train every user of theirs.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from ..per_user import LocalTraining, clip_factors, user_deltas
+from .base import (Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig, apply_delta,
+                   gaussian, sample_users)
+from .weighting import SecureWeighting, plaintext_weighted_sum, uniform_weights
+
+
+def per_user_noise_std(cfg: TrainConfig, n_silos: int) -> float:
+    """Per-silo noise std sigma C / sqrt(|S|) (Algorithm 3 line 17): the sum has std sigma C."""
+    return cfg.sigma * cfg.clip / math.sqrt(n_silos)
+
+
+class PerUserClipping:
+    """One of the four per-user-clipping algorithms, chosen by `name`."""
+
+    def __init__(self, name: str) -> None:
+        if name not in ("uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w"):
+            raise ValueError(f"not a per-user clipping algorithm: {name!r}")
+        self.name = name
+        self.weighted = name.endswith("-w")
+        self.sgd = name.startswith("uldp-sgd")
+        self.secure: SecureWeighting | None = None  # Protocol 1, set up at the first round
+
+    def training(self, cfg: TrainConfig) -> LocalTraining:
+        return LocalTraining(1, 1.0, None) if self.sgd else cfg.local
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        sampled = sample_users(ctx.n_users, cfg.user_q, rng)
+        # -w: the weights come from the histogram, which only the weighting step may see.
+        weights = None if self.weighted else uniform_weights(ctx.n_silos, ctx.n_users) * sampled[None, :]
+        return RoundPlan(round, sampled, weights)
+
+    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
+                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta | SiloUserDeltas:
+        noise_rng, train_rng = rng.spawn(2)
+        present = np.flatnonzero(ctx.counts[silo.silo] > 0)
+        # Silos skip users whose weight is 0; under Protocol 1 they cannot know who they are.
+        users = present if (self.weighted and cfg.secure) else present[plan.sampled[present]]
+        like = next(iter(params.values()))
+        training = self.training(cfg)
+        keys = train_rng.random((training.epochs, silo.size))
+        users, deltas = user_deltas(ctx.model, params, silo.x, silo.y, silo.users, users, keys,
+                                    ctx.loss_fn, training, batched=cfg.batched)
+        factors, _ = clip_factors(deltas, cfg.clip)
+        noise = gaussian(ctx.n_params, per_user_noise_std(cfg, ctx.n_silos), noise_rng, like)
+        if self.weighted:
+            return SiloUserDeltas(silo.silo, users, deltas.mul_(factors.unsqueeze(1)), noise)
+        # sum_u w_su * (clip factor_u * Delta_u): the factors fold into the weights.
+        w = torch.as_tensor(plan.weights[silo.silo, users], dtype=deltas.dtype, device=deltas.device)
+        return SiloDelta(silo.silo, (w * factors) @ deltas + noise)
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list, plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        if self.weighted and cfg.secure:
+            if self.secure is None:
+                self.secure = SecureWeighting(ctx.counts, ctx.n_params, key_bits=cfg.key_bits,
+                                              test_keys=cfg.test_keys)
+            total = self.secure(messages, plan.sampled)
+        elif self.weighted:
+            total = plaintext_weighted_sum(messages, ctx.counts, plan.sampled)
+        else:
+            total = torch.stack([m.delta for m in messages]).sum(dim=0)
+        scale = cfg.global_lr / (cfg.user_q * ctx.n_users * ctx.n_silos)
+        return apply_delta(params, total, scale)

@@ -1,0 +1,78 @@
+"""Clipping weights W and the server's weighted sum for ULDP-AVG-w (ULDP-FL §4.1).
+
+- `uniform_weights`: w_{s,u} = 1/|S| (ULDP-AVG as evaluated in §5.1).
+- `record_count_weights`: w_{s,u} = n_{s,u} / N_u with N_u = sum_s n_{s,u} (Eq. 3).
+Both sum to one over silos for every user (Algorithm 3's constraint), so a user's weighted,
+clipped deltas add up to norm at most C; Algorithm 4 sets the weights of users not sampled to 0.
+
+`plaintext_weighted_sum` is the server computing sum_s sum_u sampled_u w_{s,u} Delta~_{s,u}
++ sum_s z_s in the clear (it then knows every n_{s,u}); `SecureWeighting` hands the same inputs
+to Protocol 1 (`crypto.WeightingSession`), which returns the same sum while hiding the histogram.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from .base import SiloUserDeltas
+
+
+def uniform_weights(n_silos: int, n_users: int) -> np.ndarray:
+    """w_{s,u} = 1/|S| for every silo and user."""
+    return np.full((n_silos, n_users), 1.0 / n_silos)
+
+
+def record_count_weights(counts: np.ndarray) -> np.ndarray:
+    """w_{s,u} = n_{s,u} / N_u (Eq. 3); users without records get weight 0 everywhere."""
+    totals = counts.sum(axis=0)
+    return np.divide(counts, totals, out=np.zeros(counts.shape, dtype=float), where=totals > 0)
+
+
+def plaintext_weighted_sum(messages: list[SiloUserDeltas], counts: np.ndarray,
+                           sampled: np.ndarray) -> torch.Tensor:
+    """sum_s sum_u sampled_u n_{s,u}/N_u Delta~_{s,u} + sum_s z_s, computed by the server in clear."""
+    weights = record_count_weights(counts) * sampled[None, :]
+    total = None
+    for m in messages:
+        w = torch.as_tensor(weights[m.silo, m.users], dtype=m.deltas.dtype, device=m.deltas.device)
+        part = w @ m.deltas + m.noise
+        total = part if total is None else total + part
+    return total
+
+
+def secure_protocol():
+    """Protocol 1's session class from the crypto package; ValueError (one line) if missing."""
+    try:
+        import crypto
+
+        return crypto.WeightingSession
+    except (ImportError, AttributeError) as err:
+        raise ValueError("--secure needs the crypto package's Protocol 1 (crypto.WeightingSession), "
+                         f"which is not available ({err})") from None
+
+
+class SecureWeighting:
+    """The same weighted sum through Protocol 1 (Paillier, DH, blinding; ULDP-FL §4.1).
+
+    The setup (keys, shared seeds, blinded histograms) runs once, at the first round, as the
+    paper's "setup phase ... executed only once during the entire training process"; each
+    round then runs the weighting phase (a)-(c). The result equals `plaintext_weighted_sum` to
+    within the encoding precision P = 1e-10.
+    """
+
+    def __init__(self, counts: np.ndarray, dimension: int, *, key_bits: int, test_keys: bool) -> None:
+        session = secure_protocol()
+        self.n_users = counts.shape[1]
+        self.session = session(counts.astype(np.int64), dimension, key_bits=key_bits, test_keys=test_keys)
+
+    def __call__(self, messages: list[SiloUserDeltas], sampled: np.ndarray) -> torch.Tensor:
+        ordered = sorted(messages, key=lambda m: m.silo)
+        like = ordered[0].deltas
+        dense = []
+        for m in ordered:
+            rows = np.zeros((self.n_users, like.shape[1]))
+            rows[m.users] = m.deltas.detach().cpu().double().numpy()
+            dense.append(rows)
+        noise = [m.noise.detach().cpu().double().numpy() for m in ordered]
+        total = self.session.round(dense, sampled.astype(bool), noise)
+        return torch.as_tensor(np.asarray(total, dtype=float), dtype=like.dtype, device=like.device)

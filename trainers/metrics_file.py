@@ -1,0 +1,78 @@
+"""Per-round metrics on disk, JSON lines or CSV by the file's extension.
+
+The whole file is rewritten after every round through a temporary file and `os.replace`, so a
+reader (or a crash) never sees half a line, and a resumed run rewrites exactly the rounds its
+checkpoint holds before adding new ones.
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
+
+
+def metrics_format(path: str | os.PathLike) -> str:
+    """jsonl or csv from the extension; ValueError for anything else."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(f"--metrics must end in .jsonl or .csv, got {Path(path).name!r}")
+    return FORMATS[suffix]
+
+
+def _json_value(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def render(rows: list[dict], fmt: str) -> str:
+    """Rows as JSON lines (inf/nan as null) or CSV (header from the first row)."""
+    if fmt == "jsonl":
+        return "".join(json.dumps({k: _json_value(v) for k, v in row.items()}) + "\n" for row in rows)
+    if not rows:
+        return ""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+def write_atomic(path: str | os.PathLike, data: bytes) -> None:
+    """Replace `path` by `data` in one rename (temporary file in the same directory, fsynced)."""
+    target = Path(path)
+    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temp, 0o644)
+        os.replace(temp, target)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+class MetricsFile:
+    """Appends a round by rewriting the file atomically with every round so far."""
+
+    def __init__(self, path: str | os.PathLike, rows: list[dict] | None = None) -> None:
+        self.path = Path(path)
+        self.fmt = metrics_format(self.path)
+        self.rows: list[dict] = list(rows or [])
+        if rows is not None:
+            self._flush()
+
+    def append(self, row: dict) -> None:
+        self.rows.append(row)
+        self._flush()
+
+    def _flush(self) -> None:
+        write_atomic(self.path, render(self.rows, self.fmt).encode("utf-8"))

@@ -1,0 +1,298 @@
+"""Per-user local training in one silo: ULDP-AVG / ULDP-SGD lines 9-15 (ULDP-FL Algorithm 3).
+
+Every user u of a silo starts from the global model x_t, runs Q local epochs of SGD on its own
+records D_{s,u} only, and yields the model delta Delta^{s,u} = x^{s,u} - x_t. Two paths give the
+same deltas:
+
+- `loop_user_deltas`: one user after another, plain autograd -- the reference implementation's
+  structure, kept as the reference in tests;
+- `batched_user_deltas`: users with similar record counts are stacked (padding with masked
+  records, so padding stays small) and trained together with `torch.func`
+  (`functional_call` + `grad` + `vmap`): one vectorised call per SGD step for a whole group.
+
+Mini-batches: each epoch orders a user's records by `order_keys[epoch]` (random numbers drawn
+by the caller, so both paths see the same order) and cuts them into batches of `batch_size`
+(None: one full batch, i.e. one step per epoch). In a group, a user with fewer records than the
+longest ends with padded batches; their loss is 0, their gradient 0, so plain SGD leaves the
+user's model unchanged through them, exactly as if those steps did not exist.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import nn
+from torch.func import functional_call, grad, vmap
+
+from .models import LossFn
+
+# Memory knobs for one vectorised call: parameters copied per user, records stacked per call.
+MAX_PARAMETER_FLOATS = 1 << 24
+MAX_INPUT_FLOATS = 1 << 22
+# Users in one group differ in record count by at most this factor (then padding <= 25%).
+PADDING_RATIO = 1.25
+# Small groups may merge up to this factor between their smallest and largest count.
+MERGE_RATIO = 2.0
+MIN_GROUP_USERS = 1024
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """Q local epochs of SGD with learning rate eta_l and local batch size (None: full batch)."""
+
+    epochs: int
+    lr: float
+    batch_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.epochs < 1:
+            raise ValueError(f"local epochs must be >= 1, got {self.epochs}")
+        if not self.lr > 0:
+            raise ValueError(f"local learning rate must be > 0, got {self.lr}")
+        if self.batch_size is not None and self.batch_size < 1:
+            raise ValueError(f"local batch size must be >= 1, got {self.batch_size}")
+
+
+def flat_parameters(params: dict[str, torch.Tensor]) -> torch.Tensor:
+    """All parameters as one vector, in the model's parameter order."""
+    return torch.cat([p.reshape(-1) for p in params.values()])
+
+
+def unflatten(vector: torch.Tensor, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Split a flat vector back into tensors shaped as `like`."""
+    out, start = {}, 0
+    for name, p in like.items():
+        out[name] = vector[start:start + p.numel()].view_as(p)
+        start += p.numel()
+    return out
+
+
+def clip_factors(deltas: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """min(1, C / ||row||_2) for every row (Algorithm 3 line 16), and the rows' norms.
+
+    A row that diverged (inf or NaN) is set to zero in place, with factor 0: still a function
+    of the data with norm <= C, so the sensitivity argument holds, and NaN does not spread.
+    """
+    norms = torch.linalg.vector_norm(deltas, dim=1)
+    factors = torch.clamp(clip / norms.clamp(min=torch.finfo(deltas.dtype).tiny), max=1.0)
+    finite = torch.isfinite(norms)
+    if not bool(finite.all()):
+        deltas[~finite] = 0.0
+        factors = torch.where(finite, factors, torch.zeros_like(factors))
+    return factors, norms
+
+
+def clip_rows(deltas: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row times min(1, C / ||row||_2) (Algorithm 3 line 16); also the rows' norms."""
+    factors, norms = clip_factors(deltas, clip)
+    return deltas * factors.unsqueeze(1), norms
+
+
+def user_orders(owners: np.ndarray, order_keys: np.ndarray, user: int, epoch: int) -> np.ndarray:
+    """Record indices of `user` in the order its `epoch` visits them."""
+    idx = np.flatnonzero(owners == user)
+    return idx[np.argsort(order_keys[epoch, idx], kind="stable")]
+
+
+def loop_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                     y: torch.Tensor, owners: np.ndarray, users: np.ndarray, order_keys: np.ndarray,
+                     loss_fn: LossFn, training: LocalTraining) -> torch.Tensor:
+    """Reference path: each user's delta (rows follow `users`), one user at a time."""
+    base = {k: v.detach() for k, v in params.items()}
+    rows = []
+    for user in users:
+        local = {k: v.clone().requires_grad_(True) for k, v in base.items()}
+        for epoch in range(training.epochs):
+            order = user_orders(owners, order_keys, int(user), epoch)
+            size = training.batch_size or max(1, len(order))
+            for start in range(0, len(order), size):
+                batch = torch.as_tensor(order[start:start + size])
+                xb, yb = x[batch], y[batch]
+                loss = loss_fn(functional_call(model, local, (xb,)), yb,
+                               torch.ones(len(batch), dtype=x.dtype))
+                grads = torch.autograd.grad(loss, list(local.values()))
+                with torch.no_grad():
+                    local = {k: (v - training.lr * g).requires_grad_(True)
+                             for (k, v), g in zip(local.items(), grads)}
+        rows.append(flat_parameters({k: v.detach() for k, v in local.items()}) - flat_parameters(base))
+    if not rows:
+        return torch.zeros(0, sum(p.numel() for p in base.values()), dtype=x.dtype)
+    return torch.stack(rows)
+
+
+def record_count_groups(counts: np.ndarray, *, max_users: int, ratio: float = PADDING_RATIO,
+                        max_records: int | None = None, min_users: int = MIN_GROUP_USERS) -> list[np.ndarray]:
+    """Positions (into `counts`) grouped by record count, so that padding stays small.
+
+    Sorted by count, a group starting at count c takes users up to floor(ratio * c) records (at
+    least c): padding is then at most (ratio - 1) of its records. A group of fewer than
+    `min_users` users is merged with the next while the merged counts stay within a factor of
+    MERGE_RATIO: every vectorised call has a fixed cost, and a call for a handful of users
+    costs more than the padding it saves. Groups never exceed `max_users` users nor, when given,
+    `max_records` padded records.
+    """
+    order = np.argsort(counts, kind="stable")
+    sorted_counts = counts[order]
+    bounds, start = [], 0
+    while start < len(order):
+        low = int(sorted_counts[start])
+        high = max(low, math.floor(ratio * low))
+        stop = int(np.searchsorted(sorted_counts, high, side="right"))
+        if stop - start < min_users:
+            limit = max(high, math.floor(MERGE_RATIO * low))
+            stop = max(stop, min(start + min_users, int(np.searchsorted(sorted_counts, limit, side="right"))))
+        bounds.append((start, stop))
+        start = stop
+    groups = []
+    for start, stop in bounds:
+        while start < stop:
+            width = min(max_users, stop - start)
+            if max_records is not None:
+                width = max(1, min(width, max_records // max(1, int(sorted_counts[start + width - 1]))))
+            groups.append(order[start:start + width])
+            start += width
+    return groups
+
+
+def batched_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                        y: torch.Tensor, owners: np.ndarray, users: np.ndarray,
+                        order_keys: np.ndarray, loss_fn: LossFn,
+                        training: LocalTraining) -> torch.Tensor:
+    """Vectorised path: the same deltas as `loop_user_deltas` (rows follow `users`)."""
+    users = np.asarray(users, dtype=np.int64)
+    row_users, deltas = grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn,
+                                            training)
+    if len(users) == 0:
+        return deltas
+    position = np.empty(len(users), dtype=np.int64)
+    position[np.argsort(users, kind="stable")] = np.arange(len(users))
+    placed = np.empty(len(users), dtype=np.int64)
+    placed[position[np.searchsorted(np.sort(users), row_users)]] = np.arange(len(users))
+    return deltas.index_select(0, torch.as_tensor(placed, device=deltas.device))
+
+
+def grouped_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                        y: torch.Tensor, owners: np.ndarray, users: np.ndarray,
+                        order_keys: np.ndarray, loss_fn: LossFn,
+                        training: LocalTraining) -> tuple[np.ndarray, torch.Tensor]:
+    """The batched deltas with rows in the order they were computed: (user of each row, deltas).
+
+    Groups of users with similar record counts are trained by one vectorised call per SGD step;
+    returning rows in group order saves a pass over the (users x parameters) matrix.
+    """
+    base = {k: v.detach() for k, v in params.items()}
+    n_params = sum(p.numel() for p in base.values())
+    users = np.asarray(users, dtype=np.int64)
+    if len(users) == 0:
+        return users, torch.zeros(0, n_params, dtype=x.dtype, device=x.device)
+    by_id = np.argsort(users, kind="stable")
+    where = np.clip(np.searchsorted(users, owners, sorter=by_id), 0, len(users) - 1)
+    records = np.flatnonzero(users[by_id[where]] == owners)
+    slot = by_id[where[records]]  # row of each kept record's user in `users`
+    counts = np.bincount(slot, minlength=len(users))
+    record_floats = max(1, int(np.prod(x.shape[1:])))
+    groups = record_count_groups(counts, max_users=max(1, MAX_PARAMETER_FLOATS // n_params),
+                                 max_records=max(1, MAX_INPUT_FLOATS // record_floats))
+    ranks = [ranks_within_user(slot, order_keys[e, records]) for e in range(training.epochs)]
+    sizes = [p.numel() for p in base.values()]
+
+    def loss_of(p, xb, yb, mb):
+        return loss_fn(functional_call(model, p, (xb,)), yb, mb)
+
+    step = vmap(grad(loss_of))
+    # The first step starts every user at x_t: the parameters need not be copied per user.
+    first_step = vmap(grad(loss_of), in_dims=(None, 0, 0, 0))
+    # Rows are filled group by group (groups are runs of users sorted by count), then put back
+    # in the order of `users`; each pass over a (users x parameters) block costs memory
+    # bandwidth, so deltas are written once, in place.
+    by_group = torch.empty(len(users), n_params, dtype=x.dtype, device=x.device)
+    slot_of_group = np.full(len(users), -1, dtype=np.int64)
+    row = 0
+    for group in groups:
+        block = by_group[row:row + len(group)]
+        row += len(group)
+        width = int(counts[group].max())
+        if width == 0:
+            block.zero_()
+            continue
+        slot_of_group[:] = -1
+        slot_of_group[group] = np.arange(len(group))
+        in_group = slot_of_group[slot] >= 0
+        rows_g = slot_of_group[slot[in_group]]
+        size = training.batch_size or width
+        single_step = training.epochs == 1 and size >= width
+        local = None
+        for epoch in range(training.epochs):
+            # index[g, r]: the record user g visits r-th this epoch (-1: padding).
+            index = np.full((len(group), width), -1, dtype=np.int64)
+            index[rows_g, ranks[epoch][in_group]] = records[in_group]
+            for start in range(0, width, size):
+                cols = index[:, start:start + size]
+                mask = torch.as_tensor(cols >= 0, dtype=x.dtype, device=x.device)
+                flat = torch.as_tensor(np.where(cols >= 0, cols, 0), device=x.device)
+                xb, yb = x[flat], y[flat]
+                if local is None:
+                    grads = first_step(base, xb, yb, mask)
+                    if single_step:  # the delta is -lr * gradient: write it straight out
+                        _write_rows(block, [grads[k] for k in base], sizes, scale=-training.lr)
+                        break
+                    local = {k: torch.add(base[k], grads[k], alpha=-training.lr) for k in base}
+                else:
+                    grads = step(local, xb, yb, mask)
+                    torch._foreach_add_(list(local.values()), [grads[k] for k in local], alpha=-training.lr)
+        if local is not None:
+            _write_rows(block, [local[k] for k in base], sizes, minus=[base[k] for k in base])
+    return users[np.concatenate(groups)], by_group
+
+
+def _write_rows(block: torch.Tensor, tensors: list[torch.Tensor], sizes: list[int], *,
+                scale: float | None = None, minus: list[torch.Tensor] | None = None) -> None:
+    """block[:, parameter k's columns] = scale * tensors[k] (or tensors[k] - minus[k]), flat."""
+    start = 0
+    for i, (t, n) in enumerate(zip(tensors, sizes)):
+        view = block[:, start:start + n]
+        flat = t.reshape(len(block), n)
+        if minus is not None:
+            torch.sub(flat, minus[i].reshape(1, n), out=view)
+        else:
+            torch.mul(flat, scale, out=view)
+        start += n
+
+
+def ranks_within_user(slot: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """For each record, its position among its user's records when sorted by `keys`."""
+    order = np.lexsort((np.arange(len(slot)), keys, slot))
+    sorted_slots = slot[order]
+    starts = np.r_[0, np.flatnonzero(np.diff(sorted_slots)) + 1]
+    first = np.repeat(starts, np.diff(np.r_[starts, len(order)]))
+    ranks = np.empty(len(slot), dtype=np.int64)
+    ranks[order] = np.arange(len(order)) - first
+    return ranks
+
+
+def vectorises_well(model: nn.Module, device: torch.device | str) -> bool:
+    """Whether the vmap path pays off: not for convolutions on CPU.
+
+    Under vmap, per-user convolution weights become one grouped convolution, whose backward pass
+    on CPU is slower than the users' convolutions one by one (measured in
+    benchmarks/per_user_training.py); there the loop is the faster path.
+    """
+    has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
+    return not (has_conv and torch.device(device).type == "cpu")
+
+
+def user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
+                y: torch.Tensor, owners: np.ndarray, users: np.ndarray, order_keys: np.ndarray,
+                loss_fn: LossFn, training: LocalTraining, *,
+                batched: bool = True) -> tuple[np.ndarray, torch.Tensor]:
+    """Each user's local-training delta: (the user of each row, the rows).
+
+    `batched` asks for the fastest path: vmap where it pays off (`vectorises_well`), rows then in
+    the order of the groups; otherwise, or with `batched=False`, the loop, rows following `users`.
+    """
+    if batched and vectorises_well(model, x.device):
+        return grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)
+    users = np.asarray(users, dtype=np.int64)
+    return users, loop_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)

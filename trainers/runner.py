@@ -1,0 +1,267 @@
+"""The round loop of `uldp train`: plan, silo updates, aggregation, evaluation, accounting.
+
+Every round t (ULDP-FL §3; Algorithm 4 for sampling) the server plans the round, each silo
+sends one message, the server aggregates them into x_{t+1}; then the run records the test loss,
+the task metric (accuracy, ROC-AUC or C-index), the user-level epsilon spent after t rounds and
+the elapsed time. The epsilon is computed exactly as `uldp account` does for the same settings:
+`accountants.algorithms.plan_algorithm` compiles the algorithm into the mechanism it releases,
+`accountants.account.record_level` (or `group_level` for ULDP-GROUP-k, k > 1) accounts it.
+
+Randomness: round t draws everything (user sampling, shuffles, noise) from generators seeded by
+(seed, t), the model's initial weights from `torch.manual_seed(seed)`, uldp-group's flags from
+(seed, 7, 1). A checkpoint after round t therefore holds all a resumed run needs to continue as
+the uninterrupted run would: the parameters, the history, and the RNG states (saved as well,
+for any torch randomness a model might use).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+
+from accountants.account import group_level, record_level
+from accountants.algorithms import Plan, plan_algorithm
+
+from .algorithms import ACCOUNTED_AS, Context, SiloData, TrainConfig, make_algorithm
+from .algorithms.group import UldpGroup
+from .algorithms.naive import naive_noise_std
+from .algorithms.per_user_clipping import per_user_noise_std
+from .metrics_file import MetricsFile
+from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
+
+CHECKPOINT_NAME = "checkpoint.pt"
+EVAL_CHUNK = 4096
+
+
+@dataclass
+class TrainResult:
+    """A finished (or interrupted) run: per-round history, final parameters, what it assumed."""
+
+    history: list[dict]
+    params: dict[str, torch.Tensor]
+    summary: dict
+    assumptions: dict = field(default_factory=dict)
+
+
+def build_silos(data, device: str = "cpu", dtype: torch.dtype = torch.float32) -> list[SiloData]:
+    """Each silo's training records as tensors on `device`."""
+    silos = []
+    label_dtype = dtype if data.task == "survival" else torch.long
+    for s in range(data.n_silos):
+        idx = np.flatnonzero(data.silo_train == s)
+        silos.append(SiloData(
+            silo=s,
+            x=torch.as_tensor(data.x_train[idx], dtype=dtype, device=device),
+            y=torch.as_tensor(data.y_train[idx], dtype=label_dtype, device=device),
+            users=np.asarray(data.user_train[idx], dtype=np.int64),
+            n_users=data.n_users,
+        ))
+    return silos
+
+
+def round_rngs(seed: int, round: int, n_silos: int) -> tuple[np.random.Generator, list[np.random.Generator]]:
+    """The server's and each silo's generator for round `round` (1-based)."""
+    children = np.random.SeedSequence([seed, round]).spawn(n_silos + 1)
+    return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
+
+
+def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm) -> Plan | None:
+    """The accountants' description of `rounds` rounds of this run; None for `default`."""
+    name = ACCOUNTED_AS[cfg.algo]
+    if name is None:
+        return None
+    if name == "uldp-group":
+        assert isinstance(algorithm, UldpGroup)
+        sizes = [n for n in algorithm.kept_sizes() if n > 0]
+        return plan_algorithm(name, sigma=cfg.sigma, rounds=rounds, silo_sizes=sizes,
+                              batch_size=cfg.batch_size, local_epochs=cfg.local_epochs,
+                              k=algorithm.k, user_q=cfg.user_q)
+    return plan_algorithm(name, sigma=cfg.sigma, rounds=rounds, user_q=cfg.user_q, silos=n_silos,
+                          local_epochs=cfg.local_epochs)
+
+
+def user_epsilon(plan: Plan | None, delta: float) -> float:
+    """User-level epsilon of `plan` at `delta` by RDP, as `uldp account` reports it."""
+    if plan is None:
+        return math.inf
+    if plan.group_k is not None and plan.group_k > 1:
+        return group_level(plan.mechanism, delta, plan.group_k, "rdp").epsilon
+    return record_level(plan.mechanism, delta).epsilon
+
+
+def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm) -> str | None:
+    """The `uldp account` command line that prints the same epsilon."""
+    name = ACCOUNTED_AS[cfg.algo]
+    if name is None:
+        return None
+    parts = [f"uldp account --algo {name} --sigma {cfg.sigma:g} --rounds {rounds}",
+             f"--delta {cfg.delta:g}"]
+    if name == "uldp-group":
+        sizes = ",".join(str(n) for n in algorithm.kept_sizes() if n > 0)
+        parts.append(f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
+                     f"--local-epochs {cfg.local_epochs} --k {algorithm.k} --group-method rdp")
+    else:
+        parts.append(f"--silos {n_silos}")
+        if cfg.user_q < 1:
+            parts.append(f"--user-q {cfg.user_q:g}")
+    return " ".join(parts)
+
+
+def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric: str) -> tuple[float, float]:
+    """Test loss (the training loss over all test records) and the task metric."""
+    from torch.func import functional_call
+
+    if len(x) == 0:
+        return math.nan, math.nan
+    with torch.no_grad():
+        outputs = torch.cat([functional_call(model, params, (x[i:i + EVAL_CHUNK],))
+                             for i in range(0, len(x), EVAL_CHUNK)])
+        loss = loss_for(task)(outputs, y, torch.ones(len(x), dtype=outputs.dtype, device=outputs.device))
+    return float(loss), metric_value(metric, outputs.double().cpu().numpy(), y.cpu().numpy())
+
+
+def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm, n_silos: int) -> dict:
+    marked = not data.synthetic or "synthetic" in data.source.lower()
+    out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+    if plan is None:
+        out["privacy"] = "none: default is non-private FedAVG; epsilon is reported as infinite"
+        return out
+    out.update(plan.assumptions)
+    out["epsilon"] = (f"user level, RDP accountant, improved conversion (Lemma 2), delta = {cfg.delta:g}; "
+                      "an upper bound after each round")
+    if cfg.algo == "uldp-naive":
+        out["noise"] = (f"each silo adds N(0, (sigma * 2C * sqrt(|S|))^2) = std "
+                        f"{naive_noise_std(cfg, n_silos):.4g}: a user moves a silo's clipped delta by "
+                        "up to 2C, so the sensitivity of the sum is 2|S|C (Theorem 1 counts |S|C)")
+    elif cfg.algo.startswith(("uldp-avg", "uldp-sgd")):
+        out["noise"] = (f"each silo adds N(0, sigma^2 C^2 / |S|), std {per_user_noise_std(cfg, n_silos):.4g}; "
+                        "weights sum to 1 over silos for every user, so a user moves the sum by <= C")
+    if cfg.algo.endswith("-w"):
+        out["weights"] = ("w = n_su / N_u (Eq. 3) through Protocol 1 (Paillier, blinding): no party "
+                          "learns another silo's n_su" if cfg.secure else
+                          "w = n_su / N_u (Eq. 3) computed in the clear: the server sees every n_su "
+                          "(use --secure for Protocol 1); the guarantee is unchanged")
+    if cfg.algo == "uldp-group":
+        out["group size"] = f"k = {algorithm.k} ({cfg.group_k}); kept records per silo {algorithm.kept_sizes()}"
+        out["flags"] = ("chosen from the data (k from max/median, and which records to keep) without "
+                        "privacy, as the paper's baseline does (§3.3); the epsilon covers the training only")
+    command = account_command(cfg, cfg.rounds, n_silos, algorithm)
+    out["check"] = f"`{command}` gives the final epsilon"
+    return out
+
+
+def _atomic_save(obj, path: Path) -> None:
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        torch.save(obj, temp)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _comparable(cfg: TrainConfig) -> dict:
+    # Rounds may grow on resume (continue a finished run for longer); nothing else may change.
+    out = dataclasses.asdict(cfg)
+    for key in ("rounds", "batched"):
+        out.pop(key)
+    return out
+
+
+def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str = "cpu",
+          metrics_path: str | os.PathLike | None = None,
+          checkpoint_dir: str | os.PathLike | None = None, resume: bool = False,
+          on_round: Callable[[dict], None] | None = None) -> TrainResult:
+    """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData)."""
+    task, metric = data.task, data.metric
+    model_name = model_name or default_model_name(data.name, task, tuple(data.x_train.shape[1:]))
+    torch.manual_seed(cfg.seed)
+    model = build_model(model_name, task=task, feature_shape=tuple(data.x_train.shape[1:]),
+                        n_classes=data.n_classes).to(device)
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    silos = build_silos(data, device)
+    counts = np.stack([np.bincount(s.users, minlength=data.n_users) for s in silos])
+    ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
+    algorithm = make_algorithm(cfg, silos, task)
+    x_test = torch.as_tensor(data.x_test, dtype=torch.float32, device=device)
+    y_test = torch.as_tensor(data.y_test, dtype=torch.float32 if task == "survival" else torch.long,
+                             device=device)
+
+    history: list[dict] = []
+    start_round, elapsed_before = 1, 0.0
+    checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
+    if checkpoint is not None:
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+    if resume:
+        if checkpoint is None:
+            raise ValueError("--resume needs --checkpoint DIR")
+        if checkpoint.exists():
+            state = torch.load(checkpoint, map_location=device, weights_only=False)
+            if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
+                raise ValueError(f"{checkpoint} was written by a different run (settings or data differ); "
+                                 "use the same flags, or another --checkpoint directory")
+            params = state["params"]
+            history = state["history"]
+            start_round = state["round"] + 1
+            elapsed_before = state["elapsed"]
+            torch.set_rng_state(state["torch_rng"])
+    metrics = MetricsFile(metrics_path, history) if metrics_path else None
+
+    started = time.perf_counter()
+    for t in range(start_round, cfg.rounds + 1):
+        server_rng, silo_rngs = round_rngs(cfg.seed, t, data.n_silos)
+        plan = algorithm.plan_round(t, ctx, cfg, server_rng)
+        messages = [algorithm.silo_update(s, params, plan, ctx, cfg, rng) for s, rng in zip(silos, silo_rngs)]
+        params = algorithm.aggregate(params, messages, plan, ctx, cfg)
+        loss, value = evaluate(model, params, x_test, y_test, task, metric)
+        epsilon = user_epsilon(accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta)
+        row = {"round": t, "loss": loss, metric: value, "epsilon": epsilon, "delta": cfg.delta,
+               "sampled_users": int(plan.sampled.sum()),
+               "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4)}
+        history.append(row)
+        if metrics is not None:
+            metrics.append(row)
+        if checkpoint is not None:
+            _atomic_save({"round": t, "params": params, "history": history, "config": _comparable(cfg),
+                          "dataset": _data_key(data), "elapsed": row["elapsed_s"],
+                          "torch_rng": torch.get_rng_state(),
+                          "numpy_rng": {"scheme": "SeedSequence([seed, round])", "seed": cfg.seed}},
+                         checkpoint)
+        if on_round is not None:
+            on_round(row)
+
+    final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
+    summary = _summary(cfg, data, model_name, ctx, history, algorithm)
+    return TrainResult(history, params, summary, _assumptions(cfg, data, final_plan, algorithm, data.n_silos))
+
+
+def _data_key(data) -> dict:
+    return {"name": data.name, "n_train": int(len(data.y_train)), "n_users": int(data.n_users),
+            "n_silos": int(data.n_silos), "synthetic": bool(data.synthetic),
+            "allocation": repr(sorted(data.allocation.items())) if isinstance(data.allocation, dict) else ""}
+
+
+def _summary(cfg: TrainConfig, data, model_name: str, ctx: Context, history: list[dict], algorithm) -> dict:
+    metric = data.metric
+    last = history[-1] if history else {}
+    values = [r[metric] for r in history if not math.isnan(r[metric])]
+    out = {"algo": cfg.algo, "dataset": data.name, "source": data.source, "synthetic": data.synthetic,
+           "model": model_name, "parameters": ctx.n_params, "users": data.n_users,
+           "silos": data.n_silos, "train_records": int(len(data.y_train)),
+           "test_records": int(len(data.y_test)), "rounds": len(history), "sigma": cfg.sigma,
+           "clip": cfg.clip, "user_q": cfg.user_q, "delta": cfg.delta, "metric": metric,
+           "final_loss": last.get("loss"), f"final_{metric}": last.get(metric),
+           f"best_{metric}": max(values) if values else None, "epsilon": last.get("epsilon"),
+           "elapsed_s": last.get("elapsed_s")}
+    if cfg.algo == "uldp-group":
+        out["group_k"] = algorithm.k
+    return out
