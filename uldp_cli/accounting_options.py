@@ -39,6 +39,15 @@ def _expand_all(values: list[str]) -> list[str]:
     return list(GROUP_METHODS) if "all" in values else values
 
 
+# Shared by every accounting command (account, calibrate, dropout, subject).
+delta_option = click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
+                            help="Target delta, in (0, 1).")
+conversion_option = click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved",
+                                 show_default=True, help="RDP to DP: improved (Lemma 2) or classic.")
+orders_option = click.option("--orders", type=OrdersType(), default="default", show_default=True,
+                             help="RDP orders: default, tf-privacy, or a comma list.")
+
+
 def accounting_options(*, many: bool) -> Callable:
     """--delta, --accountant, --conversion, --orders, --k, --group-method.
 
@@ -64,15 +73,8 @@ def accounting_options(*, many: bool) -> Callable:
                                 default="rdp", show_default=True, help="Record-level accountant.")
 
     def decorate(f: Callable) -> Callable:
-        for opt in reversed([
-            click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
-                         help="Target delta, in (0, 1)."),
-            k_opt, method_opt, acct_opt,
-            click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved",
-                         show_default=True, help="RDP to DP: improved (Lemma 2) or classic."),
-            click.option("--orders", type=OrdersType(), default="default", show_default=True,
-                         help="RDP orders: default, tf-privacy, or a comma list."),
-        ]):
+        for opt in reversed([delta_option, k_opt, method_opt, acct_opt, conversion_option,
+                             orders_option]):
             f = opt(f)
         return f
 

@@ -117,40 +117,37 @@ def _calibration_entry(dropout: float, rd: DropoutRound, z: float, clip: float, 
             "variance_ratio": rd.reference / rd.alive_weight_sum}
 
 
+def _pivot(entries: list[dict], which: list[str], fields: dict[str, str], column: str) -> list[dict]:
+    """One row per (dropout, calibration setting, accounting), one column per `column` value.
+
+    `fields` names the entry field each accounting reads ("server" for the server's view).
+    """
+    rows = []
+    for r in dict.fromkeys(e["dropout"] for e in entries):
+        for key, calibrated, text in SETTINGS:
+            for w in which:
+                if key == "server" and w == "paper":
+                    continue  # the paper accounts the released model only
+                chosen = [e for e in entries if e["dropout"] == r and e["calibrated"] == calibrated]
+                field = fields["server" if key == "server" and w == "ours" else w]
+                row = {"dropout": r, "setting": text, "accounting": w}
+                row.update({f"{column}{e[column]}": e[field] for e in chosen})
+                rows.append(row)
+    return rows
+
+
 def _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptions, notes, ours) -> None:
-    label = {"ours": "ours", "paper": "paper"}
     which = ["ours", "paper"] if paper else ["ours"]
+    leading = [("dropout", "dropout"), ("setting", "calibration"), ("accounting", "accounting")]
     if rounds:
-        rows = []
-        for r in dict.fromkeys(e["dropout"] for e in results):
-            for key, calibrated, text in SETTINGS:
-                for w in which:
-                    if key == "server" and w == "paper":
-                        continue
-                    entries = [e for e in results if e["dropout"] == r and e["calibrated"] == calibrated]
-                    field = {"ours": "server_epsilon" if key == "server" else "epsilon",
-                             "paper": "paper_epsilon"}[w]
-                    row = {"dropout": r, "setting": text, "accounting": label[w]}
-                    row.update({f"t{e['rounds']}": e[field] for e in entries})
-                    rows.append(row)
-        columns = [("dropout", "dropout"), ("setting", "calibration"), ("accounting", "accounting")]
-        columns += [(f"t{t}", f"T={t:g}") for t in rounds]
+        rows = _pivot(results, which, {"ours": "epsilon", "server": "server_epsilon",
+                                       "paper": "paper_epsilon"}, "rounds")
+        columns = leading + [(f"rounds{t}", f"T={t:g}") for t in rounds]
         emit("uldp dropout: epsilon after T rounds", columns, rows, "table")
     if budgets:
-        rows = []
-        for r in dict.fromkeys(e["dropout"] for e in limits):
-            for key, calibrated, text in SETTINGS:
-                for w in which:
-                    if key == "server" and w == "paper":
-                        continue
-                    entries = [e for e in limits if e["dropout"] == r and e["calibrated"] == calibrated]
-                    field = {"ours": "server_max_rounds" if key == "server" else "max_rounds",
-                             "paper": "paper_max_rounds"}[w]
-                    row = {"dropout": r, "setting": text, "accounting": label[w]}
-                    row.update({f"b{e['budget']}": e[field] for e in entries})
-                    rows.append(row)
-        columns = [("dropout", "dropout"), ("setting", "calibration"), ("accounting", "accounting")]
-        columns += [(f"b{b}", f"eps <= {b:g}") for b in budgets]
+        rows = _pivot(limits, which, {"ours": "max_rounds", "server": "server_max_rounds",
+                                      "paper": "paper_max_rounds"}, "budget")
+        columns = leading + [(f"budget{b}", f"eps <= {b:g}") for b in budgets]
         emit("uldp dropout: most rounds within budget", columns, rows, "table")
     columns = [("dropout", "dropout"), ("alive_fraction", "n'/n"), ("share_variance", "first share (l.15)"),
                ("calibration_variance", "fresh share (l.22)"), ("variance_ratio", "ratio")]

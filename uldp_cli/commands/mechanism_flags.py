@@ -9,24 +9,17 @@ from typing import Callable, Sequence
 
 import click
 
-from accountants.conversion import CONVERSIONS
-
-from ..accounting_options import OrdersType
-from ..options import OpenUnitInterval
+from ..accounting_options import conversion_option, delta_option, orders_option
 
 
 def mechanism_flags(accountants: Sequence[str]) -> Callable:
     """Decorate a command with --delta, --accountant (one of `accountants`), --conversion, --orders."""
     def decorate(f: Callable) -> Callable:
         for opt in reversed([
-            click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
-                         help="Target delta, in (0, 1)."),
+            delta_option,
             click.option("--accountant", type=click.Choice(list(accountants)), default="rdp",
                          show_default=True, help="Accountant: " + ", ".join(accountants) + "."),
-            click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved",
-                         show_default=True, help="RDP to DP: improved (Lemma 2) or classic."),
-            click.option("--orders", type=OrdersType(), default="default", show_default=True,
-                         help="RDP orders: default, tf-privacy, or a comma list."),
+            conversion_option, orders_option,
         ]):
             f = opt(f)
         return f
