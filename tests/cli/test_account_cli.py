@@ -120,3 +120,19 @@ def test_runs_as_a_fresh_process_without_torch():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"][0]["epsilon"] > 0
+
+
+def test_plot_draws_a_png_of_epsilon_against_k(tmp_path):
+    out = tmp_path / "fig2.png"
+    result = run("--sigma", "5", "--q", "0.01", "--steps", "1000", "--k", "1,2,4",
+                 "--group-method", "rdp,normal", "--plot", str(out))
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["fig2.png"]  # no temporary file left
+
+
+def test_plot_without_a_group_is_refused_before_any_work(tmp_path):
+    result = run("--sigma", "5", "--q", "0.01", "--steps", "1000", "--plot", str(tmp_path / "x.png"))
+    assert result.exit_code == 2
+    assert "--plot" in result.output and "--k" in result.output
+    assert not (tmp_path / "x.png").exists()

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import click
 
-from accountants.account import Guarantee, account, group_level, record_level
+from accountants.account import GROUP_METHODS, Guarantee, account, group_level, record_level
 from accountants.algorithms import Plan
 
+from ..account_plot import draw_group_plot
 from ..accounting_options import (accounting_options, algorithm_options, build_plan,
                                   common_assumptions, expand_methods, method_labels)
 from ..config import config_option
@@ -30,10 +32,12 @@ CSV_FIELDS = ["algorithm", "level", "k", "method", "accountant", "conversion", "
 @click.option("--steps", type=click.IntRange(min=0), default=None, help="Number of steps T.")
 @accounting_options(many=True)
 @algorithm_options(many=True)
+@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+              help="Also draw epsilon against k for each group method (PNG), as ULDP-FL Fig. 2.")
 @format_option
 @config_option
 def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders, algos, rounds,
-            user_q, silos, silo_sizes, batch_size, record_q, local_epochs, fmt):
+            user_q, silos, silo_sizes, batch_size, record_q, local_epochs, plot, fmt):
     """What (epsilon, delta) a training run gives one record, a group of k records, or a user.
 
     \b
@@ -44,6 +48,9 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
     """
     methods = expand_methods(methods)
     accountants = list(dict.fromkeys(accountants))
+    if plot is not None and not any(k > 1 for k in ks):
+        raise click.BadParameter("draws epsilon against the group size: give --k with values > 1",
+                                 param_hint="'--plot'")
     group_k = max(ks) if algos and "uldp-group" in algos else None
     plans = [build_plan(a, sigma=sigma, q=q, steps=steps, rounds=rounds, user_q=user_q, silos=silos,
                         silo_sizes=silo_sizes, batch_size=batch_size, record_q=record_q,
@@ -64,8 +71,16 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
                 "results": [_json(r) for r in results]}
     if fmt == "csv":  # scripts get the numeric fields, not the table's labels
         rows, columns = document["results"], [(key, key) for key in CSV_FIELDS]
+    notes = _notes(results)
+    if plot is not None:
+        title = f"delta = {delta:g}; " + "; ".join(
+            f"{plan.algorithm}: {plan.assumptions.get('mechanism', '')}" if len(plans) > 1
+            else plan.assumptions.get("mechanism", "") for plan in plans)
+        draw_group_plot(plot, results, {m: method_labels[(m, "pld" if m == "pld" else "rdp")]
+                                        for m in GROUP_METHODS}, title)
+        notes.append(f"plot written to {plot}")
     emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document,
-         notes=_notes(results))
+         notes=notes)
 
 
 def _account_plan(plan: Plan, delta, ks, methods, accountants, conversion, orders, update) -> list[Guarantee]:
