@@ -4,24 +4,16 @@ import subprocess
 import sys
 
 import pytest
-from click.testing import CliRunner
 
 from accountants.account import record_level
 from accountants.algorithms import plan_algorithm
 
-from uldp_cli.main import cli
+from .invoke import command_runner
 
 FIG2 = ["--sigma", "5", "--q", "0.01", "--steps", "100000"]
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["account", *args])
-
-
-def run_json(*args):
-    result = run(*args, "--format", "json")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+run, run_json = command_runner("account")
 
 
 def test_fig2_json_contract():

@@ -1,25 +1,17 @@
 """`uldp dropout` end to end: the JSON contract, Table 2, the table, CSV, config and bad input."""
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from accountants.dropout import dropout_epsilon, rate_only_round
-from uldp_cli.main import cli
+
+from .invoke import command_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = ["--z", "1", "--q", "0.01"]
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["dropout", *args])
-
-
-def run_json(*args):
-    result = run(*args, "--format", "json")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+run, run_json = command_runner("dropout")
 
 
 def test_json_contract_and_library_agreement():

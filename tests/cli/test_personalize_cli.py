@@ -1,25 +1,17 @@
 """`uldp personalize` end to end: outputs, files, and bad input."""
 import csv
-import json
 
 import numpy as np
 import pytest
-from click.testing import CliRunner
 
 from accountants.personalized import EpsilonCurve, RecordSampledFL
-from uldp_cli.main import cli
+
+from .invoke import command_runner
 
 RUN = ["--tau", "10", "--rounds", "50"]
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["personalize", *args])
-
-
-def run_json(*args):
-    result = run(*args, "--format", "json")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+run, run_json = command_runner("personalize")
 
 
 def write_budgets(path, rows, header=("id", "epsilon")):

@@ -1,12 +1,11 @@
 """`uldp subject` end to end: the JSON contract, holdings CSV, LocalGroupDP, config and bad input."""
-import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from accountants.horizontal import FederationRun, group_noise, subject_guarantee
-from uldp_cli.main import cli
+
+from .invoke import command_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = ["--members", "16", "--per-round", "4", "--rounds", "50", "--local-steps", "10", "--q", "0.01",
@@ -14,14 +13,7 @@ BASE = ["--members", "16", "--per-round", "4", "--rounds", "50", "--local-steps"
 RUN = FederationRun(16, 4, 50, 10, 0.01, 1.0)
 
 
-def run(*args):
-    return CliRunner().invoke(cli, ["subject", *args])
-
-
-def run_json(*args):
-    result = run(*args, "--format", "json")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+run, run_json = command_runner("subject")
 
 
 def test_json_contract_worst_case():

@@ -8,15 +8,10 @@ from click.testing import CliRunner
 
 from uldp_cli.main import cli
 
-
-def run(*args):
-    return CliRunner().invoke(cli, ["train", *args])
+from .invoke import command_runner
 
 
-def run_json(*args):
-    result = run(*args, "--format", "json")
-    assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+run, run_json = command_runner("train")
 
 
 def account_epsilon(command: str) -> float:

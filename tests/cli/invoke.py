@@ -1,0 +1,22 @@
+"""Running one `uldp` subcommand in-process, as the end-to-end CLI tests do."""
+from __future__ import annotations
+
+import json
+from typing import Any, Callable
+
+from click.testing import CliRunner, Result
+
+from uldp_cli.main import cli
+
+
+def command_runner(name: str) -> tuple[Callable[..., Result], Callable[..., Any]]:
+    """(run, run_json) for `uldp NAME ...`: the raw result, and the parsed JSON of a success."""
+    def run(*args: str) -> Result:
+        return CliRunner().invoke(cli, [name, *args])
+
+    def run_json(*args: str) -> Any:
+        result = run(*args, "--format", "json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.output)
+
+    return run, run_json
