@@ -1,6 +1,6 @@
 """Wall-clock time of `uldp` commands run as fresh processes, as a user would run them.
 
-    python benchmarks/bench_cli.py [--repeat 7] [--json]
+    python benchmarks/bench_cli.py [--repeat 7] [--format table|json]
 
 Prints the median and best of `--repeat` runs of each command (after one warm-up run that fills
 the OS file cache), with the machine it ran on. Figures go to docs/performance.md.
@@ -53,22 +53,27 @@ def time_command(args: list[str], repeat: int) -> list[float]:
 
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--json", action="store_true")
+def run_commands(commands: dict[str, list[str]], *, default_repeat: int, description: str) -> None:
+    """Time each of `commands` as fresh processes and print a table (or JSON with --format json)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--repeat", type=int, default=default_repeat)
+    parser.add_argument("--format", choices=("table", "json"), default="table")
     args = parser.parse_args()
     rows = []
-    for name, cmd in COMMANDS.items():
+    for name, cmd in commands.items():
         times = time_command(cmd, args.repeat)
         rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
                      "median_s": statistics.median(times), "best_s": min(times)})
-    if args.json:
+    if args.format == "json":
         print(json.dumps({"machine": describe_machine(), "repeat": args.repeat, "results": rows}, indent=2))
         return
     print(f"machine: {describe_machine()}; {args.repeat} runs each, fresh process")
     for row in rows:
         print(f"{row['median_s']:7.3f} s median  {row['best_s']:7.3f} s best  {row['benchmark']}")
+
+
+def main() -> None:
+    run_commands(COMMANDS, default_repeat=7, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

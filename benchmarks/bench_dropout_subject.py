@@ -6,12 +6,7 @@ Median and best of `--repeat` runs after one warm-up run, with the machine they 
 """
 from __future__ import annotations
 
-import argparse
-import json
-import statistics
-
-from bench_cli import time_command  # same folder: run as a script
-from uldp_cli.machine import describe_machine
+from bench_cli import run_commands  # same folder: run as a script
 
 COMMANDS = {
     "dropout: Table 2 (3 dropouts x 6 round counts x 3 budgets, ours + paper)": [
@@ -30,21 +25,7 @@ COMMANDS = {
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--format", choices=("table", "json"), default="table")
-    args = parser.parse_args()
-    rows = []
-    for name, cmd in COMMANDS.items():
-        times = time_command(cmd, args.repeat)
-        rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
-                     "median_s": statistics.median(times), "best_s": min(times)})
-    if args.format == "json":
-        print(json.dumps({"machine": describe_machine(), "repeat": args.repeat, "results": rows}, indent=2))
-        return
-    print(f"machine: {describe_machine()}; {args.repeat} runs each, fresh process")
-    for row in rows:
-        print(f"{row['median_s']:8.2f} s median {row['best_s']:8.2f} s best  {row['benchmark']}")
+    run_commands(COMMANDS, default_repeat=3, description=__doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
