@@ -7,6 +7,7 @@ imports only `uldp_cli.commands.account`.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import importlib.util
 from types import MappingProxyType
@@ -100,6 +101,17 @@ class LazyGroup(click.Group):
             sys.exit(err.exit_code)
         except click.Abort:
             click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except MemoryError:
+            click.echo("Error: out of memory: ask for a smaller computation (fewer records, "
+                       "steps or group sizes, or another accountant)", err=True)
+            sys.exit(1)
+        except Exception as err:  # a bug, not bad input: say so in one line, keep the details
+            if os.environ.get("ULDP_DEBUG"):
+                raise
+            click.echo(f"Error: internal error ({type(err).__name__}: {one_line(err)}); "
+                       "run again with ULDP_DEBUG=1 for the traceback and please report it",
+                       err=True)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 

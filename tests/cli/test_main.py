@@ -85,3 +85,20 @@ def test_python_m_version() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"uldp {__version__}\n"
+
+
+def test_a_bug_is_one_line_with_a_way_to_the_traceback(monkeypatch) -> None:
+    import importlib
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(importlib.import_module("uldp_cli.commands.account"), "account", broken)
+    result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
+    assert result.exit_code == 1
+    assert result.output.strip().splitlines() == [
+        "Error: internal error (RuntimeError: boom); run again with ULDP_DEBUG=1 for the "
+        "traceback and please report it"]
+    monkeypatch.setenv("ULDP_DEBUG", "1")
+    result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
+    assert isinstance(result.exception, RuntimeError)
