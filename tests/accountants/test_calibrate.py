@@ -1,4 +1,6 @@
 """Calibration round trips: the answer meets the budget and is (nearly) the best that does."""
+import math
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -43,3 +45,19 @@ def test_impossible_budgets_are_refused():
         calibrate_sigma(lambda s: eps(s, 1.0, 10**9), 1e-3)
     with pytest.raises(ValueError, match="even one step"):
         calibrate_steps(lambda t: eps(0.3, 1.0, t), 0.1)
+
+
+@pytest.mark.parametrize("start", [None, 1, 2, 37, 1000, 5000, 10**6, 10**9])
+def test_steps_answer_does_not_depend_on_the_start(start):
+    # epsilon(T) = sqrt(T) / 10: the most steps within 3 is 900.
+    found = calibrate_steps(lambda t: math.sqrt(t) / 10, 3.0, start=start)
+    assert found.value == 900 and found.epsilon <= 3.0
+
+
+def test_a_good_start_saves_evaluations():
+    def eps(t):
+        return math.sqrt(t) / 100
+    cold = calibrate_steps(eps, 3.0)
+    warm = calibrate_steps(eps, 3.0, start=85_000)
+    assert warm.value == cold.value == 90_000
+    assert warm.evaluations < cold.evaluations
