@@ -7,17 +7,21 @@ the elapsed time. The epsilon is computed exactly as `uldp account` does for the
 `accountants.algorithms.plan_algorithm` compiles the algorithm into the mechanism it releases,
 `accountants.account.record_level` (or `group_level` for ULDP-GROUP-k, k > 1) accounts it.
 
-Randomness: round t draws everything (user sampling, shuffles, noise) from generators seeded by
-(seed, t), the model's initial weights from `torch.manual_seed(seed)`, uldp-group's flags from
-(seed, 7, 1). A checkpoint after round t therefore holds all a resumed run needs to continue as
-the uninterrupted run would: the parameters, the history, and the RNG states (saved as well,
-for any torch randomness a model might use).
+Randomness: round t draws everything that protects privacy (user sampling, record sampling,
+shuffles, noise) from generators seeded by (entropy, t), uldp-group's flags from (entropy, 7, 1);
+the entropy is 128 fresh bits from `secrets` for every run unless `noise_seed` fixes it for an
+experiment (then anyone who knows it can subtract the noise, and the assumptions say so). The
+data allocation and the model's initial weights (`torch.manual_seed(seed)`) are public choices
+and follow `seed`. A checkpoint after round t holds all a resumed run needs to continue as the
+uninterrupted run would: the parameters, the history, the entropy (so a checkpoint must be kept
+as secret as the noise) and the torch RNG state.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 import os
+import secrets
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -67,9 +71,9 @@ def build_silos(data, device: str = "cpu", dtype: torch.dtype = torch.float32) -
     return silos
 
 
-def round_rngs(seed: int, round: int, n_silos: int) -> tuple[np.random.Generator, list[np.random.Generator]]:
+def round_rngs(entropy: int, round: int, n_silos: int) -> tuple[np.random.Generator, list[np.random.Generator]]:
     """The server's and each silo's generator for round `round` (1-based)."""
-    children = np.random.SeedSequence([seed, round]).spawn(n_silos + 1)
+    children = np.random.SeedSequence([entropy, round]).spawn(n_silos + 1)
     return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
 
 
@@ -128,13 +132,25 @@ def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric:
     return float(loss), metric_value(metric, outputs.double().cpu().numpy(), y.cpu().numpy())
 
 
-def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm, n_silos: int) -> dict:
+def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm, n_silos: int,
+                 noise_fixed: bool) -> dict:
     marked = not data.synthetic or "synthetic" in data.source.lower()
     out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
     if plan is None:
         out["privacy"] = "none: default is non-private FedAVG; epsilon is reported as infinite"
         return out
     out.update(plan.assumptions)
+    out["randomness"] = (
+        f"noise, user and record sampling from --noise-seed {cfg.noise_seed}: reproducible, and NOT "
+        "private against anyone who knows the seed (experiments only)" if noise_fixed else
+        "noise, user and record sampling from 128 fresh bits of OS entropy (secrets); data "
+        f"allocation and the initial model from --seed {cfg.seed}; a checkpoint holds the noise "
+        "entropy: keep it as secret as the noise")
+    if not cfg.secure:
+        out["aggregation"] = ("in the clear in this process: epsilon covers the aggregate and the "
+                              "released model; the paper assumes secure aggregation, without which "
+                              "a server sees each silo's message (and, for -w, each user's clipped "
+                              "delta); --secure runs Protocol 1 for the -w weights")
     out["epsilon"] = (f"user level, RDP accountant, improved conversion (Lemma 2), delta = {cfg.delta:g}; "
                       "an upper bound after each round")
     if cfg.algo == "uldp-naive":
@@ -150,7 +166,12 @@ def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm, n_silos: 
                           "w = n_su / N_u (Eq. 3) computed in the clear: the server sees every n_su "
                           "(use --secure for Protocol 1); the guarantee is unchanged")
     if cfg.algo == "uldp-group":
-        out["group size"] = f"k = {algorithm.k} ({cfg.group_k}); kept records per silo {algorithm.kept_sizes()}"
+        k = algorithm.k
+        used = 1 << (k - 1).bit_length()
+        rounding = f", accounted as a group of {used} (Lemma 6 covers powers of two)" if used != k else ""
+        out["group size"] = (f"k = {k} ({cfg.group_k}){rounding}; kept records per silo "
+                             f"{algorithm.kept_sizes()} (treated as public: they set each silo's "
+                             "sampling rate and steps)")
         out["flags"] = ("chosen from the data (k from max/median, and which records to keep) without "
                         "privacy, as the paper's baseline does (§3.3); the epsilon covers the training only")
     command = account_command(cfg, cfg.rounds, n_silos, algorithm)
@@ -172,7 +193,7 @@ def _atomic_save(obj, path: Path) -> None:
 def _comparable(cfg: TrainConfig) -> dict:
     # Rounds may grow on resume (continue a finished run for longer); nothing else may change.
     out = dataclasses.asdict(cfg)
-    for key in ("rounds", "batched"):
+    for key in ("rounds", "batched", "noise_seed"):  # the entropy is checked on its own
         out.pop(key)
     return out
 
@@ -191,6 +212,10 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
     silos = build_silos(data, device)
     counts = np.stack([np.bincount(s.users, minlength=data.n_users) for s in silos])
     ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
+    checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
+    state = _load_checkpoint(checkpoint, cfg, data, device) if resume else None
+    noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
+    cfg = _with_entropy(cfg, state)
     algorithm = make_algorithm(cfg, silos, task)
     x_test = torch.as_tensor(data.x_test, dtype=torch.float32, device=device)
     y_test = torch.as_tensor(data.y_test, dtype=torch.float32 if task == "survival" else torch.long,
@@ -198,27 +223,19 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
 
     history: list[dict] = []
     start_round, elapsed_before = 1, 0.0
-    checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
     if checkpoint is not None:
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
-    if resume:
-        if checkpoint is None:
-            raise ValueError("--resume needs --checkpoint DIR")
-        if checkpoint.exists():
-            state = torch.load(checkpoint, map_location=device, weights_only=False)
-            if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
-                raise ValueError(f"{checkpoint} was written by a different run (settings or data differ); "
-                                 "use the same flags, or another --checkpoint directory")
-            params = state["params"]
-            history = state["history"]
-            start_round = state["round"] + 1
-            elapsed_before = state["elapsed"]
-            torch.set_rng_state(state["torch_rng"])
+    if state is not None:
+        params = state["params"]
+        history = state["history"]
+        start_round = state["round"] + 1
+        elapsed_before = state["elapsed"]
+        torch.set_rng_state(state["torch_rng"])
     metrics = MetricsFile(metrics_path, history) if metrics_path else None
 
     started = time.perf_counter()
     for t in range(start_round, cfg.rounds + 1):
-        server_rng, silo_rngs = round_rngs(cfg.seed, t, data.n_silos)
+        server_rng, silo_rngs = round_rngs(cfg.noise_seed, t, data.n_silos)
         plan = algorithm.plan_round(t, ctx, cfg, server_rng)
         messages = [algorithm.silo_update(s, params, plan, ctx, cfg, rng) for s, rng in zip(silos, silo_rngs)]
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
@@ -233,15 +250,45 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
         if checkpoint is not None:
             _atomic_save({"round": t, "params": params, "history": history, "config": _comparable(cfg),
                           "dataset": _data_key(data), "elapsed": row["elapsed_s"],
-                          "torch_rng": torch.get_rng_state(),
-                          "numpy_rng": {"scheme": "SeedSequence([seed, round])", "seed": cfg.seed}},
+                          "torch_rng": torch.get_rng_state(), "noise_entropy": cfg.noise_seed,
+                          "noise_fixed": noise_fixed},
                          checkpoint)
         if on_round is not None:
             on_round(row)
 
     final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
     summary = _summary(cfg, data, model_name, ctx, history, algorithm)
-    return TrainResult(history, params, summary, _assumptions(cfg, data, final_plan, algorithm, data.n_silos))
+    return TrainResult(history, params, summary, _assumptions(cfg, data, final_plan, algorithm, data.n_silos,
+                                                                noise_fixed))
+
+
+def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: str) -> dict | None:
+    """The saved state to resume from (None: no checkpoint yet, start from round 1)."""
+    if checkpoint is None:
+        raise ValueError("--resume needs --checkpoint DIR")
+    if not checkpoint.exists():
+        return None
+    state = torch.load(checkpoint, map_location=device, weights_only=True)
+    if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
+        raise ValueError(f"{checkpoint} was written by a different run (settings or data differ); "
+                         "use the same flags, or another --checkpoint directory")
+    if state["round"] > cfg.rounds:
+        raise ValueError(f"--rounds {cfg.rounds} is fewer than the {state['round']} rounds the "
+                         f"checkpoint already ran; give --rounds {state['round']} or more")
+    if cfg.noise_seed is not None and cfg.noise_seed != state["noise_entropy"]:
+        raise ValueError("--noise-seed differs from the one the checkpoint ran with")
+    return state
+
+
+def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
+    """cfg with the entropy of this run's noise: the checkpoint's, the user's, or fresh bits."""
+    if state is not None:
+        entropy = state["noise_entropy"]
+    elif cfg.noise_seed is not None:
+        entropy = cfg.noise_seed
+    else:
+        entropy = secrets.randbits(128)
+    return dataclasses.replace(cfg, noise_seed=entropy)
 
 
 def _data_key(data) -> dict:

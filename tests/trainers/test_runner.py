@@ -11,7 +11,7 @@ import torch
 from accountants.account import group_level, record_level
 from accountants.algorithms import plan_algorithm
 from trainers.algorithms import TrainConfig
-from trainers.runner import train
+from trainers.runner import CHECKPOINT_NAME, train
 
 from .synthetic import make_data
 
@@ -21,7 +21,9 @@ class Interrupted(Exception):
 
 
 def _config(**changes):
-    base = dict(algo="uldp-avg", rounds=4, sigma=1.0, clip=0.5, lr=0.5, global_lr=5.0, user_q=0.7)
+    # A fixed noise seed: these tests compare runs, which fresh entropy would make differ.
+    base = dict(algo="uldp-avg", rounds=4, sigma=1.0, clip=0.5, lr=0.5, global_lr=5.0, user_q=0.7,
+                noise_seed=0)
     return TrainConfig(**{**base, **changes})
 
 
@@ -56,7 +58,7 @@ def test_weighted_and_group_epsilons_match_the_accountant(tmp_path):
 
 def g_sizes(result, data):
     text = result.assumptions["group size"]
-    return json.loads(text[text.index("["):])
+    return json.loads(text[text.index("["):text.index("]") + 1])
 
 
 def test_default_is_not_private_and_learns():
@@ -115,3 +117,31 @@ def test_resume_refuses_a_different_run(tmp_path):
         train(data, _config(rounds=2, sigma=2.0), checkpoint_dir=tmp_path, resume=True)
     with pytest.raises(ValueError, match="--checkpoint"):
         train(data, _config(rounds=2), resume=True)
+
+
+def test_noise_is_fresh_unless_a_noise_seed_fixes_it():
+    data = make_data("binary")
+    fresh = [train(data, _config(rounds=1, noise_seed=None)) for _ in range(2)]
+    assert fresh[0].history[0]["loss"] != fresh[1].history[0]["loss"]
+    assert "OS entropy" in fresh[0].assumptions["randomness"]
+    fixed = train(data, _config(rounds=1, noise_seed=7))
+    assert "NOT private" in fixed.assumptions["randomness"]
+
+
+def test_resume_keeps_the_fresh_entropy_and_refuses_fewer_rounds(tmp_path):
+    data = make_data("binary")
+    cfg = _config(rounds=2, noise_seed=None)
+
+    def stop_after_one(row):
+        if row["round"] == 1:
+            raise Interrupted
+
+    with pytest.raises(Interrupted):
+        train(data, cfg, checkpoint_dir=tmp_path / "ck", on_round=stop_after_one)
+    state = torch.load(tmp_path / "ck" / CHECKPOINT_NAME, weights_only=True)
+    resumed = train(data, cfg, checkpoint_dir=tmp_path / "ck", resume=True)
+    assert state["noise_entropy"].bit_length() > 64 and not state["noise_fixed"]
+    again = train(data, _config(rounds=2, noise_seed=state["noise_entropy"]))
+    assert [r["loss"] for r in resumed.history] == [r["loss"] for r in again.history]
+    with pytest.raises(ValueError, match="fewer than"):
+        train(data, _config(rounds=1, noise_seed=None), checkpoint_dir=tmp_path / "ck", resume=True)

@@ -37,7 +37,10 @@ class TrainConfig:
     local_batch_size: int | None = None  # per-user SGD batch (avg / sgd); None: all the user's records
     group_k: int | str = "median"  # uldp-group: int, "max" or "median"
     delta: float = 1e-5
-    seed: int = 0
+    seed: int = 0                 # data allocation, initial model (public choices)
+    # Noise, user and record sampling, flags: None draws fresh OS entropy (`secrets`) per run.
+    # An integer makes them reproducible, and then anyone who knows it can remove the noise.
+    noise_seed: int | None = None
     secure: bool = False          # uldp-avg-w / uldp-sgd-w: Protocol 1 instead of plaintext weighting
     key_bits: int = 3072
     test_keys: bool = False       # small Paillier keys, for tests only

@@ -5,7 +5,10 @@ and kept for every round (§3.3: "these flags must be consistent across all roun
 or `max` / `median` of the records per user (§5.1). Each silo then runs DP-SGD [Abadi et al.,
 Algorithm 1] on its kept records D'_s: ceil(Q / gamma_s) steps per round, each Poisson-sampling
 records with rate gamma_s = min(1, batch / |D'_s|), clipping every record's gradient to C, adding
-N(0, sigma^2 C^2) to the sum and dividing by the expected batch gamma_s |D'_s|. The server
+N(0, sigma^2 C^2) to the sum and dividing by the lot size `batch` (fixed, as Abadi et al.'s L:
+dividing by gamma_s |D'_s| instead would scale the noise of a small silo by 1/|D'_s| and reveal
+that count in the update). The kept sizes |D'_s| do set gamma_s and the number of steps; like
+the paper and Opacus we treat them as public (the run prints them). The server
 averages: x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s.
 
 Accounting: record-level RDP of that DP-SGD, maximum over silos, then group privacy for k records
@@ -66,7 +69,8 @@ class UldpGroup:
         owners = np.concatenate([s.users for s in silos])
         n_users = silos[0].n_users if silos else 0
         k = resolve_group_k(cfg.group_k, np.bincount(owners, minlength=n_users))
-        flags = contribution_flags(owners, k, np.random.default_rng([cfg.seed, 7, 1]))
+        flags = contribution_flags(owners, k, np.random.default_rng(
+            None if cfg.noise_seed is None else [cfg.noise_seed, 7, 1]))
         bounds = np.cumsum([0] + [s.size for s in silos])
         return cls(k, [flags[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
 
@@ -86,7 +90,7 @@ class UldpGroup:
         gamma = min(1.0, cfg.batch_size / n_kept)
         steps = math.ceil(cfg.local_epochs / gamma - 1e-9)  # as plan_algorithm counts them
         usable = np.flatnonzero(kept & plan.sampled[silo.users])
-        local = dp_sgd(ctx, params, silo.x, silo.y, usable, gamma=gamma, expected=gamma * n_kept,
+        local = dp_sgd(ctx, params, silo.x, silo.y, usable, gamma=gamma, lot_size=cfg.batch_size,
                        steps=steps, cfg=cfg, rng=rng)
         return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
 
@@ -97,7 +101,7 @@ class UldpGroup:
 
 
 def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-           usable: np.ndarray, *, gamma: float, expected: float, steps: int, cfg: TrainConfig,
+           usable: np.ndarray, *, gamma: float, lot_size: int, steps: int, cfg: TrainConfig,
            rng: np.random.Generator) -> dict[str, torch.Tensor]:
     """DP-SGD with Poisson sampling (rate gamma) and per-record clipping (Abadi et al. 2016)."""
     model, loss_fn = ctx.model, ctx.loss_fn
@@ -121,5 +125,5 @@ def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: to
             norms = torch.linalg.vector_norm(flat, dim=1, keepdim=True)
             clipped = flat * torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0)
             total = clipped.sum(dim=0) + noise
-        local = apply_delta(local, total, -cfg.lr / expected)
+        local = apply_delta(local, total, -cfg.lr / lot_size)
     return local

@@ -53,7 +53,11 @@ class GroupK(click.ParamType):
               show_default=True, help="Record allocation to users and silos (§5.1).")
 @click.option("--labels-per-user", type=PositiveInt(), default=None,
               help="Non-i.i.d. users: at most this many labels each.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed for data, model and noise.")
+@click.option("--seed", type=int, default=0, show_default=True,
+              help="Seed for the data allocation and the initial model.")
+@click.option("--noise-seed", type=click.IntRange(min=0), default=None,
+              help="Make noise and sampling reproducible (experiments only: anyone who knows it "
+                   "can remove the noise). Default: fresh OS entropy every run.")
 @click.option("--user-q", type=Probability(), default=1.0, show_default=True,
               help="User-level Poisson sampling rate per round (Algorithm 4), in (0, 1].")
 @click.option("--group-k", type=GroupK(), default="median", show_default=True,
@@ -88,7 +92,7 @@ class GroupK(click.ParamType):
 @format_option
 @config_option
 def command(algo, dataset, data_path, user_column, label_column, silo_column, task, rounds, sigma,
-            clip, users, silos, allocation, labels_per_user, seed, user_q, group_k, local_epochs, lr,
+            clip, users, silos, allocation, labels_per_user, seed, noise_seed, user_q, group_k, local_epochs, lr,
             global_lr, batch_size, local_batch_size, delta, model, secure, key_bits, test_keys, loop,
             metrics_path, checkpoint_dir, resume, plot_path, device, threads, fmt):
     """Train with a ULDP-FL algorithm; report test loss, the task metric and user-level epsilon
@@ -119,6 +123,7 @@ def command(algo, dataset, data_path, user_column, label_column, silo_column, ta
         cfg = TrainConfig(algo=algo, rounds=rounds, sigma=sigma, clip=clip, local_epochs=local_epochs,
                           lr=lr, global_lr=global_lr, user_q=user_q, batch_size=batch_size,
                           local_batch_size=local_batch_size, group_k=group_k, delta=delta, seed=seed,
+                          noise_seed=noise_seed,
                           secure=secure, key_bits=key_bits, test_keys=test_keys, batched=not loop)
         with _progress(fmt, rounds, algo, data) as advance:
             result = train(data, cfg, model_name=None if model == "auto" else model, device=device,
