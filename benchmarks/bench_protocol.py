@@ -1,7 +1,10 @@
 """Protocol 1's per-silo weighting phase: the fast path against the straightforward one.
 
     python benchmarks/bench_protocol.py [--silos 3] [--users 100] [--params 100]
-        [--key-bits 3072] [--straightforward-users 10] [--workers N] [--format table|json]
+        [--key-bits 3072 [--test-keys]] [--straightforward-users 10] [--workers N]
+        [--format table|json]
+
+Keys below 2048 bits are insecure and refused unless `--test-keys` is given (tests only).
 
 Runs Protocol 1 (setup and one round, fast path, all silos) at the given size, checks the decoded
 aggregate against the plaintext weighted sum, then times silo 0's round (b) on the same inputs
@@ -30,15 +33,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crypto.encoding import Encoding, largest_n_max  # noqa: E402
-from crypto.paillier import generate_keypair  # noqa: E402
+from crypto.paillier import check_key_bits, generate_keypair  # noqa: E402
 from crypto.protocol import (  # noqa: E402
-    ProtocolParams, plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
+    ProtocolParams, largest_value, plaintext_weighted_sum, rounding_tolerance, setup,
+    weighting_round,
 )
 from crypto.weighting import (  # noqa: E402
     default_workers, encrypted_weighted_sum, fast_products, finish, straightforward_products,
 )
 from uldp_cli.machine import describe_machine  # noqa: E402
-
 
 
 def timed(fn, *args, **kwargs):
@@ -47,16 +50,23 @@ def timed(fn, *args, **kwargs):
     return value, time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--silos", type=int, default=3)
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--params", type=int, default=100, help="model parameters d")
-    parser.add_argument("--key-bits", type=int, default=3072)
+    parser.add_argument("--key-bits", type=int, default=3072,
+                        help="Paillier modulus size; >= 2048 unless --test-keys")
+    parser.add_argument("--test-keys", action="store_true",
+                        help="allow keys below 2048 bits: INSECURE, for tests only")
     parser.add_argument("--straightforward-users", type=int, default=10)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--format", choices=("table", "json"), default="table")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    try:
+        check_key_bits(args.key_bits, test_keys=args.test_keys)
+    except ValueError as error:
+        parser.error(f"argument --key-bits: {error}".replace("test_keys=True", "--test-keys"))
     workers = args.workers or default_workers()
     silos, users, d = args.silos, args.users, args.params
     sub = min(args.straightforward_users, users)
@@ -67,7 +77,7 @@ def main() -> None:
     deltas = [np.clip(rng.normal(scale=0.1, size=(users, d)), -1, 1) for _ in range(silos)]
     noise = [rng.normal(scale=0.5, size=d) for _ in range(silos)]
     sampled = np.ones(users, dtype=bool)
-    test_keys = args.key_bits < 2048
+    test_keys = args.test_keys
     keypair, keygen_s = timed(generate_keypair, args.key_bits, test_keys=test_keys)
     # P = 1e-10, |values| <= 1e10, N_max = 2000 (or the most a smaller test key can hold).
     encoding = Encoding(n_max=largest_n_max(keypair[0].n, users, silos))
@@ -77,7 +87,8 @@ def main() -> None:
     result = weighting_round(federation, 0, deltas, noise, sampled, workers=workers)
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
     error = float(np.max(np.abs(result.aggregate - plain)))
-    verified = error <= rounding_tolerance(encoding, users, silos)
+    tolerance = rounding_tolerance(encoding, users, silos, largest_value(deltas, noise))
+    verified = error <= tolerance
 
     public, private = keypair
     silo = federation.silos[0]
@@ -96,10 +107,11 @@ def main() -> None:
 
     report = {
         "machine": describe_machine(), "silos": silos, "users": users, "params": d,
-        "key_bits": args.key_bits, "workers": workers, "precision": encoding.precision,
+        "key_bits": args.key_bits, "test_keys": test_keys, "workers": workers, "precision": encoding.precision,
         "n_max": encoding.n_max, "keygen_seconds": keygen_s,
         "protocol_seconds": {**federation.seconds, **result.seconds},
         "silo_seconds": list(result.silo_seconds), "aggregate_max_error": error,
+        "tolerance": tolerance,
         "verified": bool(verified and same),
         "silo_phase": {
             "fast_seconds": fast_s, "fast_one_process_seconds": fast_one_s,
@@ -115,12 +127,14 @@ def main() -> None:
         return
     phase = report["silo_phase"]
     print(f"machine: {report['machine']}")
-    print(f"|S| = {silos}, |U| = {users}, d = {d}, {args.key_bits}-bit key, P = "
+    key = f"{args.key_bits}-bit key" + (" (TEST KEY, INSECURE)" if test_keys else "")
+    print(f"|S| = {silos}, |U| = {users}, d = {d}, {key}, P = "
           f"{encoding.precision:g}, N_max = {encoding.n_max}, workers = {workers}")
     print("protocol phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                report["protocol_seconds"].items())
           + f"  (key generation {keygen_s:.2f} s, not in key_exchange here)")
-    print(f"verified against plaintext: {report['verified']} (max error {error:.3g})")
+    print(f"verified against plaintext: {report['verified']} (max error {error:.3g}, "
+          f"tolerance {tolerance:.3g})")
     print(f"silo phase, fast ({workers} processes):  {phase['fast_seconds']:9.2f} s")
     print(f"silo phase, fast (1 process):    {phase['fast_one_process_seconds']:9.2f} s")
     print(f"silo phase, straightforward:     {phase['straightforward_seconds']:9.2f} s "

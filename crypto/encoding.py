@@ -119,19 +119,23 @@ class Encoding:
             raise ValueError("the value bound over the precision does not fit in F_n")
         return [gmpy2.mpz(v) % n for v in self.fixed_point(values)]
 
-    def decode(self, value: int, modulus: int, *, scaled: bool = True,
-               bound: int | None = None) -> float:
+    def decode(self, value: int, modulus: int, *, bound: int, scaled: bool = True) -> float:
         """Algorithm 5 Decode: the signed representative of `value` over C_LCM (if `scaled`) times P.
 
-        With `bound`, a signed representative larger than it in absolute value raises a
-        ValueError: it can only come from a wrapped sum or an N_u above N_max, whose results are
-        spread over all of F_n and land inside the bound with negligible probability.
+        `bound` is required (e.g. `aggregate_bound(users, silos)`, or `max_fixed` for one
+        unscaled value): a signed representative larger than it in absolute value raises a
+        ValueError. It can only come from a wrapped sum or an N_u above N_max, whose results are
+        spread over all of F_n and land inside the bound with negligible probability; without a
+        bound such a value would decode silently to garbage.
         """
+        if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
+            raise ValueError(f"decode needs an integer bound >= 0 on the signed representative, "
+                             f"got {bound!r}")
         n = int(modulus)
         signed = int(value) % n
         if signed > n // 2:
             signed -= n
-        if bound is not None and abs(signed) > bound:
+        if abs(signed) > bound:
             raise ValueError(
                 "decrypted aggregate is outside the decodable range: some N_u exceeds N_max "
                 f"= {self.n_max}, or a value exceeded the bound {self.value_bound:g}"
@@ -139,10 +143,10 @@ class Encoding:
         divisor = self.c_lcm if scaled else 1
         return signed / divisor * self.precision
 
-    def decode_all(self, values: Iterable[int], modulus: int, *, scaled: bool = True,
-                   bound: int | None = None) -> np.ndarray:
-        """`decode` element-wise, as a float array."""
-        return np.array([self.decode(v, modulus, scaled=scaled, bound=bound) for v in values],
+    def decode_all(self, values: Iterable[int], modulus: int, *, bound: int,
+                   scaled: bool = True) -> np.ndarray:
+        """`decode` element-wise, as a float array; `bound` as in `decode` (required)."""
+        return np.array([self.decode(v, modulus, bound=bound, scaled=scaled) for v in values],
                         dtype=float)
 
 

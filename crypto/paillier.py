@@ -12,6 +12,7 @@ Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a) (mod n) -- the homomorphisms §4
 """
 from __future__ import annotations
 
+import numbers
 import secrets
 from dataclasses import dataclass, field
 
@@ -132,6 +133,32 @@ def check_key_bits(key_bits: int, *, test_keys: bool = False) -> int:
             f"{MIN_SECURE_KEY_BITS} (default {DEFAULT_KEY_BITS}), or test_keys=True for tests only"
         )
     return key_bits
+
+
+def check_modulus(modulus: int, key_bits: int, *, test_keys: bool = False) -> int:
+    """`modulus` if a party may accept it as the Paillier n of a `key_bits`-bit key.
+
+    The same rule as key generation (`check_key_bits`), applied to a modulus someone else made:
+    below 2048 bits only with `test_keys=True`, and never more than one bit short of the agreed
+    λ = `key_bits` (n = p q of two λ/2-bit primes has λ or λ - 1 bits; phe's generator always
+    gives λ). Without this a silo would encrypt under whatever small modulus it was sent.
+    """
+    if isinstance(modulus, bool) or not isinstance(modulus, numbers.Integral):
+        raise ValueError(f"the Paillier modulus must be an integer, got {type(modulus).__name__}")
+    n = int(modulus)
+    bits = n.bit_length()
+    if n < 3 or n % 2 == 0:
+        raise ValueError(f"the Paillier modulus must be an odd integer > 2 (n = p q), got {n}"
+                         if bits <= 64 else "the Paillier modulus must be odd (n = p q)")
+    if bits < MIN_SECURE_KEY_BITS and not test_keys:
+        raise ValueError(
+            f"a {bits}-bit Paillier modulus is insecure; keys must have >= {MIN_SECURE_KEY_BITS} "
+            f"bits (default {DEFAULT_KEY_BITS}), or test_keys=True for tests only"
+        )
+    if bits < key_bits - 1:
+        raise ValueError(f"the Paillier modulus has {bits} bits, but the agreed key size is "
+                         f"{key_bits} bits (at least {key_bits - 1} accepted)")
+    return modulus
 
 
 def generate_keypair(

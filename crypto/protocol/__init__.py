@@ -5,8 +5,8 @@ from crypto.protocol.messages import (
 )
 from crypto.protocol.params import ProtocolParams
 from crypto.protocol.run import (
-    Federation, RoundResult, plaintext_weighted_sum, rounding_tolerance, secure_weighted_sum,
-    WeightingSession, setup, weighting_round,
+    Federation, RoundResult, largest_value, plaintext_weighted_sum, rounding_tolerance,
+    secure_weighted_sum, WeightingSession, setup, weighting_round,
 )
 from crypto.protocol.server import AggregationServer
 from crypto.protocol.silo import Silo
@@ -14,6 +14,7 @@ from crypto.protocol.silo import Silo
 __all__ = [
     "AggregationServer", "BlindedHistogramMessage", "DhKeyMessage", "DhKeysBroadcast",
     "EncryptedWeightsMessage", "Federation", "MaskedSumMessage", "PaillierKeyMessage",
-    "ProtocolParams", "RoundResult", "SealedSeedMessage", "Silo", "plaintext_weighted_sum",
-    "rounding_tolerance", "secure_weighted_sum", "setup", "weighting_round", "WeightingSession",
+    "ProtocolParams", "RoundResult", "SealedSeedMessage", "Silo", "largest_value",
+    "plaintext_weighted_sum", "rounding_tolerance", "secure_weighted_sum", "setup",
+    "weighting_round", "WeightingSession",
 ]

@@ -16,7 +16,9 @@ from crypto.encoding import (
     DEFAULT_N_MAX, DEFAULT_PRECISION, DEFAULT_VALUE_BOUND, Encoding, largest_n_max,
 )
 from crypto.protocol.params import ProtocolParams
-from crypto.protocol.run import plaintext_weighted_sum, rounding_tolerance, setup, weighting_round
+from crypto.protocol.run import (
+    largest_value, plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
+)
 from crypto.weighting import encrypted_weighted_sum
 
 PHASES = ("key_exchange", "blinded_histograms", "server_weights", "silo_weighting", "aggregation")
@@ -89,7 +91,7 @@ def benchmark_run(
     progress("setup (d)-(f): blinded histograms")
     seconds = dict(federation.seconds)
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
-    tolerance = rounding_tolerance(encoding, users, silos)
+    tolerance = rounding_tolerance(encoding, users, silos, largest_value(deltas, noise))
     round_seconds: list[dict[str, float]] = []
     max_error = 0.0
     for t in range(rounds):

@@ -113,13 +113,44 @@ def plaintext_weighted_sum(silo_deltas: Sequence[np.ndarray], counts: np.ndarray
     return np.asarray(result, dtype=float)
 
 
-def rounding_tolerance(encoding: Encoding, users: int, silos: int) -> float:
-    """Worst-case |secure - plaintext| per coordinate from the fixed-point rounding (Theorem 4).
+FLOAT64_UNIT_ROUNDOFF = 2.0 ** -53
+"""u: a float64 operation is exact up to a factor (1 + delta), |delta| <= u."""
 
-    Each encoded value is off by at most P / 2; user u's terms carry weights summing to 1 over
-    the silos, so the users add at most |U| P / 2 and the noise shares |S| P / 2.
+
+def rounding_tolerance(encoding: Encoding, users: int, silos: int,
+                       max_abs: float | None = None) -> float:
+    """Worst-case |secure - plaintext| per coordinate: fixed-point rounding plus float64 error.
+
+    Fixed point (Theorem 4): each encoded value is off by at most P / 2; user u's terms carry
+    weights summing to 1 over the silos, so the users add at most |U| P / 2 and the noise
+    shares |S| P / 2.
+
+    float64: the encoder's x / P, the decoder's two operations and `plaintext_weighted_sum`
+    (n_su / N_u, the product, a dot product over |U| users, then |S| noise shares and |S| silo
+    sums) each round, and so does the final subtraction. No term passes through more than
+    k = |U| + 2|S| + 6 roundings (one spare), and the terms' absolute values sum to at most
+    (|U| + |S|) (max|value| + P / 2) (the weights again sum to 1), so the standard bound
+    (Higham, Accuracy and Stability of Numerical Algorithms, §3.1 and §4.2: gamma_k =
+    k u / (1 - k u), u = 2^-53) adds gamma_k (|U| + |S|) (max|value| + P / 2). Near the value
+    bound 1e10 this term dominates P / 2 by orders of magnitude.
+
+    `max_abs` is the largest |value| of any delta or noise coordinate in the round; it defaults
+    to the encoding's value bound (the worst case the encoding allows).
     """
-    return (users + silos) * encoding.precision / 2
+    bound = encoding.value_bound if max_abs is None else float(max_abs)
+    if not (np.isfinite(bound) and bound >= 0):
+        raise ValueError(f"max_abs must be a finite number >= 0, got {max_abs!r}")
+    k = users + 2 * silos + 6
+    gamma = k * FLOAT64_UNIT_ROUNDOFF / (1 - k * FLOAT64_UNIT_ROUNDOFF)
+    half = encoding.precision / 2
+    return (users + silos) * (half + gamma * (bound + half))
+
+
+def largest_value(silo_deltas: Sequence[np.ndarray],
+                  silo_noise: Sequence[np.ndarray]) -> float:
+    """max |value| over every delta and noise coordinate: the `max_abs` of `rounding_tolerance`."""
+    return float(max((np.max(np.abs(np.asarray(a, dtype=float)), initial=0.0)
+                      for a in [*silo_deltas, *silo_noise]), default=0.0))
 
 
 def secure_weighted_sum(silo_deltas: list[np.ndarray],  # per silo, (users, d) clipped per-user deltas (float)

@@ -13,7 +13,7 @@ import gmpy2
 import numpy as np
 
 from crypto.masking import inverse_mod
-from crypto.paillier import PrivateKey, PublicKey, generate_keypair
+from crypto.paillier import PrivateKey, PublicKey, check_modulus, generate_keypair
 from crypto.protocol.messages import (
     BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
     MaskedSumMessage, PaillierKeyMessage, SealedSeedMessage,
@@ -28,6 +28,8 @@ class AggregationServer:
                  keypair: tuple[PublicKey, PrivateKey] | None = None) -> None:
         self.params = params
         self.inbox: list[object] = []
+        if keypair is not None:
+            _check_keypair(keypair, params)
         self._keypair = keypair
         self._dh_keys: dict[int, int] = {}
         self._histograms: dict[int, tuple[int, ...]] = {}
@@ -39,6 +41,7 @@ class AggregationServer:
         """Generate (PK, SK) of λ bits and publish PK; checks the encoding fits in F_n."""
         if self._keypair is None:
             self._keypair = generate_keypair(self.params.key_bits, test_keys=self.params.test_keys)
+        _check_keypair(self._keypair, self.params)
         self.params.encoding.check_capacity(self.public_key.n, self.params.users, self.params.silos)
         return PaillierKeyMessage(int(self.public_key.n))
 
@@ -146,3 +149,11 @@ class AggregationServer:
     def _check_silo(self, silo: int) -> None:
         if not 0 <= silo < self.params.silos:
             raise ValueError(f"unknown silo id {silo}")
+
+
+def _check_keypair(keypair: tuple[PublicKey, PrivateKey], params: ProtocolParams) -> None:
+    """ValueError unless a supplied key pair is one pair, of the agreed size (`check_modulus`)."""
+    public, private = keypair
+    if private.public_key.n != public.n:
+        raise ValueError("the Paillier private key does not belong to the public key")
+    check_modulus(public.n, params.key_bits, test_keys=params.test_keys)

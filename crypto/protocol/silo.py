@@ -15,7 +15,7 @@ import numpy as np
 
 from crypto.dh import DhKeyPair, generate_dh_keypair, pairwise_keys
 from crypto.masking import add_masks, blind, pairwise_masks
-from crypto.paillier import PublicKey
+from crypto.paillier import PublicKey, check_modulus
 from crypto.prg import unit_elements
 from crypto.protocol.messages import (
     BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
@@ -55,12 +55,15 @@ class Silo:
         self._seal_keys: dict[int, bytes] = {}
         self._seed: bytes | None = secrets.token_bytes(SEED_BYTES) if silo_id == SEED_OWNER else None
         self._blinds: list[gmpy2.mpz] | None = None
+        self._rounds_used: set[int] = set()
 
     # Setup (a).
     def receive_paillier_key(self, message: PaillierKeyMessage) -> None:
+        """Accept A's PK only if it has the agreed size λ and holds every possible aggregate."""
         self.inbox.append(message)
-        self._public_key = PublicKey(gmpy2.mpz(message.n))
+        check_modulus(message.n, self.params.key_bits, test_keys=self.params.test_keys)
         self.params.encoding.check_capacity(message.n, self.params.users, self.params.silos)
+        self._public_key = PublicKey(gmpy2.mpz(message.n))
 
     def dh_key(self) -> DhKeyMessage:
         return DhKeyMessage(self.id, self._dh.public)
@@ -119,6 +122,9 @@ class Silo:
 
         k_u = n_{s,u} r_u C_LCM mod n; E_{u,j} the signed fixed-point deltas; offset_j the
         encoded noise share times C_LCM plus this round's pairwise mask (round (c)).
+
+        A round index already used is refused: its pairwise masks would be reused, and the
+        difference of two masked sums under the same masks is the difference of the plaintexts.
         """
         self.inbox.append(message)
         p = self.params
@@ -133,6 +139,9 @@ class Silo:
         if len(message.ciphertexts) != p.users:
             raise ValueError(f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for "
                              f"{p.users} users")
+        if message.round in self._rounds_used:
+            raise ValueError(f"silo {self.id}: round {message.round} was already used; a round "
+                             f"index must be fresh, or its pairwise masks would be reused")
         pk = self._public()
         encoding = p.encoding
         present = np.asarray(self._counts)[:, None] > 0
@@ -142,6 +151,7 @@ class Silo:
         noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
         masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension,
                                pk.n)
+        self._rounds_used.add(message.round)
         offsets = add_masks(noise_terms, masks, pk.n)
         factors = user_factors(self._counts, self._multiplicative_blinds(), encoding.c_lcm, pk.n)
         weights = [gmpy2.mpz(c) for c in message.ciphertexts]

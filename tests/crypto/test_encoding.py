@@ -26,9 +26,11 @@ def test_round_trip_within_half_precision(x):
     enc = Encoding(precision=1e-6, n_max=10, value_bound=1e6)
     (y,) = enc.encode([x], N)
     assert 0 <= y < N
-    assert abs(enc.decode(y, N, scaled=False) - x) <= 0.5e-6 + 1e-12 * abs(x)
+    one = enc.max_fixed  # the largest |round(x / P)| of one value
+    assert abs(enc.decode(y, N, scaled=False, bound=one) - x) <= 0.5e-6 + 1e-12 * abs(x)
     # the aggregate carries the C_LCM factor: Decode divides it out
-    assert enc.decode(y * enc.c_lcm % N, N) == pytest.approx(enc.decode(y, N, scaled=False))
+    assert enc.decode(y * enc.c_lcm % N, N, bound=one * enc.c_lcm) == pytest.approx(
+        enc.decode(y, N, scaled=False, bound=one))
 
 
 @given(values=st.lists(FINITE, min_size=1, max_size=6),
@@ -40,13 +42,14 @@ def test_weighted_sum_with_c_lcm_decodes_exactly(values, totals):
     fixed = enc.fixed_point([v for v, _ in pairs])
     field_sum = sum(e % N * (enc.c_lcm // t) for e, (_, t) in zip(fixed, pairs)) % N
     exact = sum(e / t for e, (_, t) in zip(fixed, pairs)) * 1e-6
-    assert enc.decode(field_sum, N) == pytest.approx(exact, rel=1e-12, abs=1e-15)
+    bound = enc.aggregate_bound(users=len(pairs), silos=0)
+    assert enc.decode(field_sum, N, bound=bound) == pytest.approx(exact, rel=1e-12, abs=1e-15)
 
 
 def test_negative_values_live_in_the_upper_half():
     enc = Encoding(precision=0.5, n_max=1, value_bound=10)
     assert enc.encode([-1.0, 1.0, 0.0], 101) == [99, 2, 0]
-    assert enc.decode(99, 101) == -1.0
+    assert enc.decode(99, 101, bound=enc.max_fixed) == -1.0
 
 
 @pytest.mark.parametrize("bad", [[math.nan], [math.inf], [-math.inf], [2e6]])
@@ -80,6 +83,22 @@ def test_decode_refuses_wrapped_values():
     assert enc.decode(bound, N, bound=bound) == pytest.approx(3.0)
     with pytest.raises(ValueError, match="outside the decodable range"):
         enc.decode(N // 3, N, bound=bound)
+
+
+def test_decode_requires_a_bound():
+    # Without a bound a wrapped value (here N // 2 + 5, i.e. -(N // 2 - 4)) would decode to garbage.
+    enc = Encoding(precision=1e-3, n_max=4, value_bound=1.0)
+    wrapped = N // 2 + 5
+    with pytest.raises(TypeError, match="bound"):
+        enc.decode(wrapped, N, scaled=False)
+    with pytest.raises(TypeError, match="bound"):
+        enc.decode_all([wrapped], N)
+    with pytest.raises(ValueError, match="bound"):
+        enc.decode(wrapped, N, bound=None)
+    with pytest.raises(ValueError, match="outside the decodable range"):
+        enc.decode_all([1, wrapped], N, bound=enc.aggregate_bound(users=3, silos=2))
+    assert enc.decode_all([enc.c_lcm, N - 2 * enc.c_lcm], N, bound=enc.aggregate_bound(
+        users=3, silos=2)).tolist() == pytest.approx([1e-3, -2e-3])
 
 
 @pytest.mark.parametrize("bits,users,silos", [(512, 10, 3), (1024, 100, 3), (2048, 40, 5)])

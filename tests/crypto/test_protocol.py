@@ -9,10 +9,11 @@ import pytest
 from scipy import stats
 
 from crypto import secure_weighted_sum
-from crypto.encoding import Encoding
+from crypto.encoding import Encoding, largest_n_max
+from crypto.paillier import check_modulus
 from crypto.protocol import (
-    ProtocolParams, WeightingSession, plaintext_weighted_sum, rounding_tolerance, setup,
-    weighting_round,
+    AggregationServer, PaillierKeyMessage, ProtocolParams, Silo, WeightingSession, largest_value,
+    plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
 )
 from crypto.sealing import SealedBox
 
@@ -253,3 +254,116 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="integer"):
         secure_weighted_sum(deltas, counts.astype(float), np.ones(3, dtype=bool), noise,
                             key_bits=1024, test_keys=True)
+
+
+# --- Paillier modulus size: the same rule at the silo and the server as at key generation ---
+
+def test_silo_refuses_a_modulus_below_2048_bits_without_test_keys(keypair_512):
+    params = ProtocolParams(silos=2, users=2, dimension=1, encoding=Encoding(n_max=10))
+    silo = Silo(0, [1, 2], params)
+    with pytest.raises(ValueError, match="512-bit Paillier modulus is insecure"):
+        silo.receive_paillier_key(PaillierKeyMessage(int(keypair_512[0].n)))
+    with pytest.raises(RuntimeError, match="no Paillier key"):
+        silo.blinded_histogram()  # nothing was stored
+
+
+def test_silo_refuses_a_modulus_smaller_than_the_agreed_key_size(keypair_512, keypair_1024):
+    params = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL,
+                            test_keys=True)
+    with pytest.raises(ValueError, match="512 bits, but the agreed key size is 1024"):
+        Silo(0, [1, 2], params).receive_paillier_key(PaillierKeyMessage(int(keypair_512[0].n)))
+    Silo(0, [1, 2], params).receive_paillier_key(PaillierKeyMessage(int(keypair_1024[0].n)))
+
+
+def test_server_and_setup_refuse_a_small_supplied_keypair(keypair_512, keypair_1024):
+    counts = np.array([[1, 2], [3, 4]])
+    secure = ProtocolParams(silos=2, users=2, dimension=1, encoding=Encoding(n_max=10))
+    with pytest.raises(ValueError, match="insecure"):
+        AggregationServer(secure, keypair=keypair_512)
+    with pytest.raises(ValueError, match="insecure"):
+        setup(counts, secure, keypair=keypair_512)
+    test = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL,
+                          test_keys=True)
+    with pytest.raises(ValueError, match="agreed key size is 1024"):
+        setup(counts, test, keypair=keypair_512)
+    with pytest.raises(ValueError, match="does not belong"):
+        setup(counts, test, keypair=(keypair_1024[0], keypair_512[1]))
+    assert setup(counts, test, keypair=keypair_1024).server.public_key.bits == 1024
+
+
+@pytest.mark.parametrize("modulus,key_bits,test_keys,error", [
+    (2**2047 + 1, 2048, False, None),           # a 2048-bit n
+    (2**3071 + 1, 2048, False, None),           # larger than agreed is fine
+    (2**2046 + 1, 2048, False, "insecure"),     # 2047 bits: below 2048 without test_keys
+    (2**1022 + 1, 1024, True, None),            # p q can have key_bits - 1 bits
+    (2**1021 + 1, 1024, True, "agreed key size"),
+    (2**1023 + 2, 1024, True, "odd"),
+    (1, 1024, True, "odd"),
+    (float(2**1023), 1024, True, "integer"),
+])
+def test_check_modulus(modulus, key_bits, test_keys, error):
+    if error is None:
+        assert check_modulus(modulus, key_bits, test_keys=test_keys) == modulus
+    else:
+        with pytest.raises(ValueError, match=error):
+            check_modulus(modulus, key_bits, test_keys=test_keys)
+
+
+# --- a round index is used once per silo: reused masks would leak a difference ---
+
+def test_silo_refuses_a_reused_round_index(keypair_1024):
+    rng = np.random.default_rng(4)
+    counts, deltas, noise = make_inputs(rng, 2, 3, 2)
+    sampled = np.ones(3, dtype=bool)
+    federation, _ = run(counts, deltas, noise, sampled, rounds=1, key=keypair_1024)
+    again = federation.server.encrypted_weights(0, sampled)
+    with pytest.raises(ValueError, match="round 0 was already used"):
+        federation.silos[0].masked_sum(again, deltas[0], noise[0], workers=1)
+    fresh = federation.server.encrypted_weights(1, sampled)
+    federation.silos[0].masked_sum(fresh, deltas[0], noise[0], workers=1)
+
+
+def test_a_refused_round_does_not_use_up_its_index(keypair_1024):
+    rng = np.random.default_rng(5)
+    counts, deltas, noise = make_inputs(rng, 2, 3, 2)
+    sampled = np.ones(3, dtype=bool)
+    federation, _ = run(counts, deltas, noise, sampled, rounds=0, key=keypair_1024)
+    message = federation.server.encrypted_weights(0, sampled)
+    with pytest.raises(ValueError, match="shape"):
+        federation.silos[0].masked_sum(message, deltas[0][:, :1], noise[0], workers=1)
+    federation.silos[0].masked_sum(message, deltas[0], noise[0], workers=1)
+
+
+# --- the verification tolerance covers float64 error, not only the fixed-point rounding ---
+
+def test_tolerance_covers_float64_error_near_the_value_bound(keypair_1024):
+    silos, users, d = 3, 6, 4
+    public = keypair_1024[0]
+    encoding = Encoding(n_max=largest_n_max(public.n, users, silos))  # P = 1e-10, |x| <= 1e10
+    rng = np.random.default_rng(5)
+    counts = rng.integers(1, encoding.n_max // silos + 1, size=(silos, users))
+    deltas = [rng.choice([-1.0, 1.0], size=(users, d)) * rng.uniform(0.5e10, 1e10, size=(users, d))
+              for _ in range(silos)]
+    noise = [rng.uniform(-1e10, 1e10, size=d) for _ in range(silos)]
+    sampled = np.ones(users, dtype=bool)
+    params = ProtocolParams(silos=silos, users=users, dimension=d, key_bits=1024,
+                            encoding=encoding, test_keys=True)
+    result = weighting_round(setup(counts, params, keypair=keypair_1024), 0, deltas, noise,
+                             sampled, workers=1)
+    error = float(np.max(np.abs(result.aggregate - plaintext_weighted_sum(deltas, counts, sampled,
+                                                                          noise))))
+    fixed_point_only = (users + silos) * encoding.precision / 2
+    assert error > fixed_point_only  # float64 error is what matters at this scale
+    assert error <= rounding_tolerance(encoding, users, silos)  # default: the value bound
+    assert error <= rounding_tolerance(encoding, users, silos, largest_value(deltas, noise))
+
+
+def test_tolerance_for_small_values_stays_the_fixed_point_one():
+    encoding = Encoding()  # P = 1e-10
+    fixed_point_only = (100 + 3) * encoding.precision / 2
+    tight = rounding_tolerance(encoding, 100, 3, max_abs=1.0)
+    assert fixed_point_only < tight < 1.001 * fixed_point_only
+    assert rounding_tolerance(encoding, 100, 3) > rounding_tolerance(encoding, 100, 3, 1e9) > tight
+    assert largest_value([np.array([[0.5, -2.0]])], [np.array([1.5])]) == 2.0
+    with pytest.raises(ValueError, match="max_abs"):
+        rounding_tolerance(encoding, 1, 1, max_abs=float("nan"))

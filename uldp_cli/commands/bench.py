@@ -113,7 +113,7 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
                   "decryption; rounds averaged",
     }
     notes = ["verified: every round's decoded aggregate is within (|U| + |S|) P / 2 of the "
-             "plaintext weighted sum"
+             "plaintext weighted sum, plus float64 rounding (docs/protocol.md)"
              + ("; the straightforward plaintexts equal the fast path's" if compare_straightforward
                 else "")]
     if compare_straightforward:
