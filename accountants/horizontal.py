@@ -5,8 +5,12 @@ Each member runs T local mini-batches per round (DP-SGD style, noise multiplier 
 the per-mini-batch subject sensitivity C of HiGradAvgDP, Lemma 3.7), Poisson sampling items at
 rate q; s of the N members are selected per round, for R rounds.
 
-- Local guarantee (one member, Theorem 3.8): R x T steps of a Poisson-subsampled Gaussian, at the
+- Local guarantee (per member, Theorem 3.8): R x T steps of a Poisson-subsampled Gaussian, at the
   subject's rate 1 - (1 - q)^m when the member holds m of its items (`subject.subject_sampling_rate`).
+  It is "locally enforced" in the paper's sense: the subject's items at one member change, every
+  other member's data fixed. A member's updates carry the global model, which depends on the
+  subject's items at the other members, so it is a Definition 2.3 (subject-level) bound only for
+  a subject held by one member; the federation-wide guarantee is the bound for the others.
 - Horizontal composition (Theorem 3.9): in the worst case the members holding a subject's items
   compose sequentially. A round selects at most min(s, k) of the k members holding it, so the
   subject's release is the composition of R x T steps at each of the min(s, k) members with the
@@ -17,10 +21,13 @@ rate q; s of the N members are selected per round, for R rounds.
 - Theorem 3.10's rule of thumb (train R / sqrt(s) rounds to keep the local guarantee) comes from
   the asymptotic epsilon ~ q sqrt(T R s) / sigma; it is not a bound. Composition is linear in the
   steps, so keeping the local RDP curve needs R / s rounds; `rule_of_thumb` reports both.
+- Over several subjects (`account_subjects`) the round limits are the least over their holdings:
+  the subject with the largest epsilon at R rounds need not bind them (RDP curves cross).
 """
 from __future__ import annotations
 
 import math
+import sys
 from collections import Counter
 from dataclasses import dataclass, replace
 from typing import Callable, Sequence
@@ -147,6 +154,7 @@ class RuleOfThumb:
     local_epsilon: float         # the local guarantee over R rounds it is meant to keep
     holds: bool                  # federation_epsilon <= local_epsilon
     matching_rounds: int         # the most rounds whose federation epsilon <= local_epsilon
+    subject: str | None = None   # over several subjects: the one whose matching_rounds is smallest
 
 
 def rule_of_thumb(run: FederationRun, holding: Sequence[int], delta: float, **accounting) -> RuleOfThumb:
@@ -179,8 +187,16 @@ def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, ac
     """
     if z < 1:
         raise ValueError(f"group size must be >= 1, got {z}")
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
     item_eps = budget / z
-    item_delta = delta / (z * math.exp((z - 1) * budget / z))
+    # In logs: e^((Z-1)E/Z) overflows a float for a large E long before the item delta underflows.
+    log_item_delta = math.log(delta) - math.log(z) - (z - 1) * budget / z
+    item_delta = math.exp(log_item_delta)
+    if item_delta < sys.float_info.min:
+        raise ValueError(f"--epsilon {budget:g} with --group-sizes {z}: LocalGroupDP's item delta "
+                         f"Delta / (Z e^((Z-1)E/Z)) = e^{log_item_delta:.6g} underflows a float; "
+                         "use a smaller --epsilon or group size")
 
     def epsilon_of(sigma: float) -> float:
         return record_level(SubsampledGaussian(sigma, q, steps), item_delta, accountant, conversion,
@@ -200,19 +216,23 @@ def _check_holding(run: FederationRun, holding: Sequence[int]) -> None:
 
 @dataclass(frozen=True)
 class RoundLimits:
+    """The most rounds within a budget, for every subject: the minimum over their holdings."""
+
     budget: float
-    local: int        # most rounds with the local epsilon within the budget
-    federation: int   # most rounds with the federation-wide epsilon within the budget
+    local: int               # most rounds with every subject's local epsilon within the budget
+    federation: int          # most rounds with every subject's federation-wide epsilon within it
+    local_subject: str       # a subject whose local limit is `local`
+    federation_subject: str  # a subject whose federation-wide limit is `federation`
 
 
 @dataclass(frozen=True)
 class SubjectReport:
-    """Every subject's guarantees, and the worst subject's rule of thumb and round limits."""
+    """Every subject's guarantees; the round limits and rule of thumb hold for all of them."""
 
     subjects: dict[str, SubjectGuarantee]
-    worst_subject: str           # largest federation-wide epsilon (ties: more holders)
-    local_epsilon: float         # largest local epsilon over the subjects
-    rule_of_thumb: RuleOfThumb
+    worst_subject: str           # largest federation-wide epsilon at R (ties: more holders)
+    local_subject: str           # largest local epsilon at R (ties: more items at one member)
+    rule_of_thumb: RuleOfThumb   # the subject with the fewest rounds keeping its own local epsilon
     limits: RoundLimits | None
     group_noise: tuple[GroupNoise, ...]
 
@@ -220,13 +240,29 @@ class SubjectReport:
     def worst(self) -> SubjectGuarantee:
         return self.subjects[self.worst_subject]
 
+    @property
+    def local_epsilon(self) -> float:
+        """The largest local epsilon over the subjects."""
+        return self.subjects[self.local_subject].local_epsilon
+
+    @property
+    def max_items(self) -> int:
+        """The most items one subject has at one member (LocalGroupDP's Z must reach it)."""
+        return max(self.subjects[self.local_subject].holding)
+
 
 def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], delta: float, *,
                      budget: float | None = None, group_sizes: Sequence[int] = (),
                      progress: Callable[[str], None] | None = None, **accounting) -> SubjectReport:
-    """Local and federation-wide guarantees of every subject; limits and LocalGroupDP for the worst.
+    """Local and federation-wide guarantees of every subject; round limits and rule of thumb for all.
 
-    Subjects whose holdings compose alike (same busiest holder, same top-s holders) are accounted once.
+    Subjects whose holdings compose alike (same busiest holder, same top-s holders) are accounted
+    once. The subject with the largest epsilon at R rounds need not bind the round limits: another
+    subject's local epsilon can be larger, and RDP curves of different holdings cross as the
+    rounds change. So each limit is the minimum over the distinct holdings (local: of the local
+    limits; federation-wide: of the federation-wide limits), and the rule of thumb is read for the
+    subject with the fewest rounds keeping its own local epsilon: R / sqrt(s) keeps every
+    subject's local epsilon exactly when it keeps that subject's.
     """
     if not holdings:
         raise ValueError("no subject to account")
@@ -234,6 +270,7 @@ def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], del
         raise ValueError("LocalGroupDP group sizes need a budget E")
     say = progress or (lambda text: None)
     known: dict[tuple[int, ...], SubjectGuarantee] = {}
+    first: dict[tuple[int, ...], str] = {}  # one subject named for each distinct holding
     subjects: dict[str, SubjectGuarantee] = {}
     for name, holding in holdings.items():
         top = tuple(sorted(holding, reverse=True))
@@ -241,19 +278,67 @@ def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], del
         if key not in known:
             say(f"subject {name}")
             known[key] = subject_guarantee(run, top, delta, **accounting)
+            first[key] = name
         subjects[name] = replace(known[key], holding=top)
     worst = max(subjects, key=lambda s: (subjects[s].federation_epsilon, len(subjects[s].holding)))
-    holding = subjects[worst].holding
+    busiest = max(subjects, key=lambda s: (subjects[s].local_epsilon, max(subjects[s].holding)))
+    distinct = [(first[key], g) for key, g in known.items()]
     say("rule of thumb")
-    thumb = rule_of_thumb(run, holding, delta, **accounting)
+    thumb = _binding_rule_of_thumb(run, distinct, delta, accounting)
     limits = None
     if budget is not None:
         say("most rounds")
-        limits = RoundLimits(budget, max_rounds(run, holding, budget, delta, federation=False, **accounting),
-                             max_rounds(run, holding, budget, delta, **accounting))
+        local, local_name = _binding_limit(run, distinct, budget, delta, False, accounting)
+        fed, fed_name = _binding_limit(run, distinct, budget, delta, True, accounting)
+        limits = RoundLimits(budget, local, fed, local_name, fed_name)
     noise = []
     for z in dict.fromkeys(group_sizes):
         say(f"LocalGroupDP Z={z}")
         noise.append(group_noise(z, budget, delta, run.q, run.rounds * run.local_steps, **accounting))
-    return SubjectReport(subjects, worst, max(g.local_epsilon for g in subjects.values()), thumb, limits,
-                         tuple(noise))
+    return SubjectReport(subjects, worst, busiest, thumb, limits, tuple(noise))
+
+
+def _binding_limit(run: FederationRun, distinct: list[tuple[str, SubjectGuarantee]], budget: float,
+                   delta: float, federation: bool, accounting: dict) -> tuple[int, str]:
+    """The least max_rounds over the holdings, and a subject that has it.
+
+    Epsilon grows with the rounds, so a holding within the budget at the least limit found so far
+    has a limit at least as large and needs no search (one evaluation instead of a bisection).
+    Starting from the largest epsilon at R makes that the common case.
+    """
+    compose = federation_composition if federation else local_composition
+    at_r = (lambda g: g.federation_epsilon) if federation else (lambda g: g.local_epsilon)
+    best: int | None = None
+    name = ""
+    for subject, g in sorted(distinct, key=lambda item: -at_r(item[1])):
+        if best is not None and composed_epsilon(compose(run.with_rounds(best), g.holding), run.sigma,
+                                                 delta, **accounting) <= budget:
+            continue
+        rounds = max_rounds(run, g.holding, budget, delta, federation=federation, **accounting)
+        if best is None or rounds < best:
+            best, name = rounds, subject
+    return best, name
+
+
+def _binding_rule_of_thumb(run: FederationRun, distinct: list[tuple[str, SubjectGuarantee]], delta: float,
+                           accounting: dict) -> RuleOfThumb:
+    """Theorem 3.10's check for the subject with the fewest rounds keeping its own local epsilon.
+
+    A holding keeps its local epsilon (at R rounds) for r rounds iff r <= its matching_rounds, so
+    R / sqrt(s) keeps every subject's iff it keeps this subject's. Each subject is compared with
+    its own local epsilon; a subject's federation epsilon is never judged against another's.
+    """
+    best: int | None = None
+    by_ratio = sorted(distinct, key=lambda item: -(item[1].federation_epsilon / item[1].local_epsilon
+                                                   if item[1].local_epsilon > 0 else 0.0))
+    for subject, g in by_ratio:
+        if best is not None and composed_epsilon(federation_composition(run.with_rounds(best), g.holding),
+                                                 run.sigma, delta, **accounting) <= g.local_epsilon:
+            continue  # keeps its local epsilon for at least `best` rounds
+        rounds = max_rounds(run, g.holding, g.local_epsilon, delta, **accounting) if g.local_epsilon > 0 else 0
+        if best is None or rounds < best:
+            best, name, binding = rounds, subject, g
+    thumb_rounds = math.floor(run.rounds / math.sqrt(run.per_round))
+    fed = composed_epsilon(federation_composition(run.with_rounds(thumb_rounds), binding.holding), run.sigma,
+                           delta, **accounting)
+    return RuleOfThumb(thumb_rounds, fed, binding.local_epsilon, fed <= binding.local_epsilon, best, name)

@@ -48,25 +48,50 @@ def allocate_items(items: int, members: int, distribution: str = "uniform", alph
     return sorted((int(c) for c in counts if c > 0), reverse=True)
 
 
+HOLDINGS_HEADER = "subject,member"
+
+
 def read_holdings(path: Path) -> dict[str, list[int]]:
     """Per subject, its item counts at each member holding it, from a CSV of (subject, member) rows.
 
-    One row per data item (a subject's item at a member); a header row naming the columns
-    `subject` and `member` is optional; further columns are ignored.
+    One row per data item (a subject's item at a member). The first row is a header naming the
+    columns `subject` and `member` (any order and position, any case; further columns are
+    ignored). A file without a header is accepted only when its first row's first two cells are
+    numbers (numeric ids, read as subject, member): text ids in the first row without those
+    names are refused, as a header such as `member,subject` or `subject_id,member_id` read as
+    data would silently swap the columns or add a bogus subject.
     """
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # spreadsheets often write a BOM
     except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"cannot read {path}: {err}") from None
+        raise ValueError(f"--holdings: cannot read {path}: {err}") from None
     rows = [row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)]
-    if rows and [c.strip().lower() for c in rows[0][:2]] == ["subject", "member"]:
-        rows = rows[1:]
     if not rows:
-        raise ValueError(f"{path} has no (subject, member) rows")
+        raise ValueError(f"--holdings: {path} has no (subject, member) rows")
+    names = [cell.strip().lower() for cell in rows[0]]
+    if "subject" in names and "member" in names:
+        subject_col, member_col = names.index("subject"), names.index("member")
+        rows = rows[1:]
+    elif len(rows[0]) >= 2 and all(_is_number(cell) for cell in rows[0][:2]):
+        subject_col, member_col = 0, 1
+    else:
+        raise ValueError(f"--holdings: the first row of {path} must be a header naming the columns "
+                         f"subject and member (e.g. {HOLDINGS_HEADER!r}), got {','.join(rows[0])!r}")
+    if not rows:
+        raise ValueError(f"--holdings: {path} has no (subject, member) rows")
+    width = max(subject_col, member_col) + 1
     for number, row in enumerate(rows, start=1):
-        if len(row) < 2 or not row[0].strip() or not row[1].strip():
-            raise ValueError(f"{path}: data row {number} needs a subject id and a member id")
-    return holdings_from_pairs((row[0].strip(), row[1].strip()) for row in rows)
+        if len(row) < width or not row[subject_col].strip() or not row[member_col].strip():
+            raise ValueError(f"--holdings: {path} data row {number} needs a subject id and a member id")
+    return holdings_from_pairs((row[subject_col].strip(), row[member_col].strip()) for row in rows)
+
+
+def _is_number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
 
 
 def holdings_from_pairs(pairs: Iterable[tuple[str, str]]) -> dict[str, list[int]]:

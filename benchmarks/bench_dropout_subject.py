@@ -15,10 +15,10 @@ COMMANDS = {
     "dropout: one setting, PLD accountant": [
         "dropout", "--z", "1", "--q", "0.01", "--dropout", "0.1", "--rounds", "1000", "--no-paper",
         "--accountant", "pld", "--format", "json"],
-    "subject: worst case, budget, LocalGroupDP Z = 1..4": [
+    "subject: default holding (every member, one item), budget, LocalGroupDP Z = 1..4": [
         "subject", "--members", "16", "--per-round", "16", "--rounds", "100", "--local-steps", "10",
         "--q", "0.01", "--sigma", "1", "--epsilon", "4", "--group-sizes", "1,2,3,4", "--format", "json"],
-    "subject: worst case, PLD accountant": [
+    "subject: default holding, PLD accountant": [
         "subject", "--members", "16", "--per-round", "16", "--rounds", "100", "--local-steps", "10",
         "--q", "0.01", "--sigma", "1", "--accountant", "pld", "--format", "json"],
 }

@@ -1,5 +1,6 @@
 """Subject-level accounting (Marathe & Kanani §2-3): holdings, horizontal composition, LocalGroupDP."""
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -36,9 +37,32 @@ def test_holdings_count_items_per_member(tmp_path):
     assert read_holdings(path) == {"a": [1, 1], "b": [1]}
     path.write_text("\ufeffsubject,member\nc,m1\n", encoding="utf-8")  # with a byte-order mark
     assert read_holdings(path) == {"c": [1]}
-    path.write_text("a,m1\nb\n")
+    path.write_text("subject,member\na,m1\nb\n")
     with pytest.raises(ValueError, match="row 2"):
         read_holdings(path)
+
+
+@pytest.mark.parametrize("text", [
+    "subject,member\na,m1\na,m2\na,m2\nb,m1\n",
+    "member,subject\nm1,a\nm2,a\nm2,a\nm1,b\n",                 # columns the other way round
+    "note,Member,Subject\nx,m1,a\ny,m2,a\nz,m2,a\nw,m1,b\n",     # any position, any case
+    "subject,member,extra\na,m1,1\na,m2,2\na,m2,3\nb,m1,4\n",
+])
+def test_holdings_header_names_the_columns(tmp_path, text):
+    path = tmp_path / "h.csv"
+    path.write_text(text)
+    assert read_holdings(path) == {"a": [2, 1], "b": [1]}
+
+
+def test_holdings_without_a_recognised_header(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text("17,3\n17,4\n18,3\n")  # numeric ids: no header needed, read as subject, member
+    assert read_holdings(path) == {"17": [1, 1], "18": [1]}
+    for text in ("subject_id,member_id\na,m1\n", "alice,shop1\nalice,shop2\n", "subject\na\n"):
+        path.write_text(text)
+        with pytest.raises(ValueError, match="--holdings.*subject and member") as err:
+            read_holdings(path)
+        assert "\n" not in str(err.value)
 
 
 def test_subject_sampling_rate():
@@ -154,3 +178,64 @@ def test_account_subjects_picks_the_worst_and_reuses_alike_holdings():
     assert report.limits.federation <= report.limits.local and [g.z for g in report.group_noise] == [2]
     with pytest.raises(ValueError, match="budget"):
         account_subjects(run, holdings, DELTA, group_sizes=[2])
+
+
+def _epsilon(run, holding, rounds, federation=True):
+    compose = federation_composition if federation else local_composition
+    return composed_epsilon(compose(run.with_rounds(rounds), holding), run.sigma, DELTA)
+
+
+@pytest.mark.parametrize("rounds, holdings", [
+    (100, {"wide": [1] * 16, "deep": [3]}),    # deep binds the local limit, wide the federation one
+    (1000, {"wide": [1] * 16, "deep": [4]}),   # wide is worst at R, but deep crosses it below 24 rounds
+])
+def test_round_limits_hold_for_every_subject(rounds, holdings):
+    run = RUN.with_rounds(rounds)
+    report = account_subjects(run, holdings, DELTA, budget=4.0)
+    limits = report.limits
+    for federation, limit in ((False, limits.local), (True, limits.federation)):
+        own = {s: max_rounds(run, h, 4.0, delta=DELTA, federation=federation) for s, h in holdings.items()}
+        assert limit == min(own.values())
+        assert all(_epsilon(run, h, limit, federation) <= 4.0 for h in holdings.values())
+        binding = limits.federation_subject if federation else limits.local_subject
+        assert own[binding] == limit and _epsilon(run, holdings[binding], limit + 1, federation) > 4.0
+    assert report.local_subject == "deep" and report.local_epsilon == report.subjects["deep"].local_epsilon
+
+
+def test_rule_of_thumb_is_read_for_the_subject_it_binds():
+    # deep has the larger federation epsilon but composes with nobody; the pair halves its rounds
+    run = FederationRun(16, 2, 100, 10, 0.01, 1.0)
+    holdings = {"deep": [4], "pair": [1, 1]}
+    report = account_subjects(run, holdings, DELTA)
+    assert report.worst_subject == "deep"
+    thumb = report.rule_of_thumb
+    assert thumb.subject == "pair"
+    own = {s: max_rounds(run, h, subject_guarantee(run, h, DELTA).local_epsilon, DELTA)
+           for s, h in holdings.items()}
+    assert thumb.matching_rounds == min(own.values()) == own["pair"] < run.rounds
+    assert thumb.local_epsilon == report.subjects["pair"].local_epsilon
+    assert replace(thumb, subject=None) == rule_of_thumb(run, holdings["pair"], DELTA)
+    assert thumb.holds == all(_epsilon(run, h, thumb.rounds) <= report.subjects[s].local_epsilon
+                              for s, h in holdings.items())
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.dictionaries(st.sampled_from("abcdef"), st.lists(st.integers(1, 4), min_size=1, max_size=6),
+                       min_size=1, max_size=4),
+       st.integers(1, 6), st.integers(5, 300))
+def test_limits_are_the_least_over_subjects(holdings, s, rounds):
+    run = FederationRun(6, s, rounds, 3, 0.02, 1.0)
+    report = account_subjects(run, holdings, DELTA, budget=3.0)
+    for federation, limit in ((False, report.limits.local), (True, report.limits.federation)):
+        assert limit == min(max_rounds(run, h, 3.0, DELTA, federation=federation) for h in holdings.values())
+    assert report.rule_of_thumb.matching_rounds == min(
+        max_rounds(run, h, g.local_epsilon, DELTA) for h, g in
+        ((holdings[n], report.subjects[n]) for n in holdings))
+
+
+def test_group_noise_with_a_large_budget_is_computed_in_logs():
+    g = group_noise(2, 1000.0, DELTA, 0.01, 100)  # e^((Z-1)E/Z) = e^500: fine in logs
+    assert g.item_delta == pytest.approx(math.exp(math.log(DELTA) - math.log(2) - 500.0), rel=1e-12)
+    assert 0 < g.item_delta and g.achieved_epsilon <= g.item_epsilon
+    with pytest.raises(ValueError, match="--epsilon 2000 with --group-sizes 2"):
+        group_noise(2, 2000.0, DELTA, 0.01, 100)  # the item delta underflows a float

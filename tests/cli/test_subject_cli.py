@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from accountants.horizontal import FederationRun, group_noise, subject_guarantee
+from accountants.horizontal import FederationRun, group_noise, max_rounds, subject_guarantee
 
 from .invoke import command_runner
 
@@ -76,6 +76,88 @@ def test_bad_input_is_one_line_exit_2(args, needle):
 
 def test_holdings_with_too_many_members(tmp_path):
     path = tmp_path / "items.csv"
-    path.write_text("".join(f"s,m{i}\n" for i in range(20)))
+    path.write_text("subject,member\n" + "".join(f"s,m{i}\n" for i in range(20)))
     result = run(*BASE, "--holdings", str(path))
-    assert result.exit_code == 2 and "--holdings" in result.output
+    assert result.exit_code == 2 and "--holdings" in result.output and "held by 20 members" in result.output
+
+
+PAPER = ["--members", "16", "--per-round", "16", "--local-steps", "10", "--q", "0.01", "--sigma", "1",
+         "--epsilon", "4"]
+WIDE = "subject,member\n" + "".join(f"wide,m{i}\n" for i in range(1, 17))
+
+
+@pytest.mark.parametrize("rounds, deep, local, federation", [
+    ("100", 3, "deep", "wide"),   # deep's 3 items at m1 bind the local limit
+    ("1000", 4, "deep", "deep"),  # wide is worst at R = 1000, deep binds the federation limit
+])
+def test_round_limits_bind_every_subject(tmp_path, rounds, deep, local, federation):
+    path = tmp_path / "h.csv"
+    path.write_text(WIDE + "deep,m1\n" * deep)
+    doc = run_json(*PAPER, "--rounds", rounds, "--holdings", str(path))
+    run16 = FederationRun(16, 16, int(rounds), 10, 0.01, 1.0)
+    holdings = {"wide": [1] * 16, "deep": [deep]}
+    limits = doc["max_rounds"]
+    assert limits["local_subject"] == local and limits["federation_subject"] == federation
+    assert limits["local"] == max_rounds(run16, holdings[local], 4.0, 1e-5, federation=False)
+    assert limits["federation"] == max_rounds(run16, holdings[federation], 4.0, 1e-5)
+    for h in holdings.values():
+        assert max_rounds(run16, h, 4.0, 1e-5, federation=False) >= limits["local"]
+        assert max_rounds(run16, h, 4.0, 1e-5) >= limits["federation"]
+    # the local row is the largest local epsilon, and says whose
+    row = doc["results"][0]
+    assert doc["local_subject"] == "deep" and row["epsilon"] == doc["local_epsilon"] and "deep" in row["note"]
+    thumb = doc["rule_of_thumb"]
+    assert thumb["local_epsilon"] == next(s["local_epsilon"] for s in doc["subjects"]
+                                          if s["subject"] == thumb["subject"])
+
+
+@pytest.mark.parametrize("header", ["subject,member", "member,subject", "Member,note,SUBJECT"])
+def test_holdings_header_in_any_order(tmp_path, header):
+    names = [c.strip().lower() for c in header.split(",")]
+    rows = [{"subject": "alice", "member": m, "note": "x"} for m in ("shop1", "shop2", "shop2")]
+    rows.append({"subject": "bob", "member": "shop1", "note": "y"})
+    path = tmp_path / "items.csv"
+    path.write_text(header + "\n" + "".join(",".join(r[n] for n in names) + "\n" for r in rows))
+    subjects = {s["subject"]: s for s in run_json(*BASE, "--holdings", str(path))["subjects"]}
+    assert set(subjects) == {"alice", "bob"}
+    assert subjects["alice"]["members"] == 2 and subjects["alice"]["max_items"] == 2
+
+
+@pytest.mark.parametrize("text", ["subject_id,member_id\nalice,shop1\n", "alice,shop1\nbob,shop2\n"])
+def test_holdings_without_the_header_is_refused(tmp_path, text):
+    path = tmp_path / "items.csv"
+    path.write_text(text)
+    result = run(*BASE, "--holdings", str(path))
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 or lines[-2].startswith("Try")
+    assert lines[-1].startswith("Error: --holdings") and "subject and member" in lines[-1]
+
+
+def test_huge_budget_for_local_group_dp_is_one_line():
+    result = run(*BASE, "--epsilon", "2000", "--group-sizes", "2")
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert lines[-1].startswith("Error: --epsilon 2000 with --group-sizes 2") and "Traceback" not in result.output
+
+
+def test_local_group_dp_is_per_member_and_warns_on_a_small_z(tmp_path):
+    path = tmp_path / "h.csv"
+    path.write_text(WIDE + "deep,m1\n" * 3)
+    output = " ".join(run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "2,3")
+                      .output.split())
+    assert "LocalGroupDP noise per member" in output
+    assert "Z = 2 is below the 3 items subject deep has at one member" in output and "use Z = 3" in output
+    enough = run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "3").output
+    assert "use Z =" not in " ".join(enough.split())
+
+
+def test_local_guarantee_and_default_are_worded_as_they_are():
+    doc = run_json(*BASE)
+    local = doc["assumptions"]["local guarantee"]
+    assert "other member" in local and "Definition 2.3" in local and "held by one member" in local
+    assert doc["results"][0]["guarantee"] == "local (per member)"
+    holdings = doc["assumptions"]["holdings"]
+    assert "every member holds the subject, one item each" in holdings and "(worst case" not in holdings
+    help_text = " ".join(run("--help").output.split())
+    assert "default N: every member, one item each" in help_text and "the worst case" not in help_text

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from accountants.horizontal import (ACCOUNTANTS, FederationRun, RoundLimits, RuleOfThumb, SubjectGuarantee,
-                                    account_subjects)
+from accountants.horizontal import ACCOUNTANTS, FederationRun, SubjectGuarantee, SubjectReport, account_subjects
 from accountants.orders import orders_label
 from accountants.subject import DISTRIBUTIONS, allocate_items, read_holdings, subject_sampling_rate
 
@@ -40,7 +39,7 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
 @comma_list_option("--group-sizes", "group_sizes", item_type=PositiveInt(), default=None,
                    help="LocalGroupDP group sizes Z (most items of one subject at a member).")
 @click.option("--subject-members", type=PositiveInt(), default=None,
-              help="Members holding the subject's items (default N, the worst case).")
+              help="Members holding the subject's items (default N: every member, one item each).")
 @click.option("--items-per-member", type=PositiveInt(), default=1, show_default=True,
               help="Items of the subject at each member holding it.")
 @click.option("--subject-items", type=PositiveInt(), default=None,
@@ -49,7 +48,8 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
               help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).")
 @click.option("--alpha", type=PositiveFloat(), default=None, help="Power distribution parameter alpha (> 0).")
 @click.option("--holdings", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="CSV of (subject, member) rows, one per item: account every subject as held.")
+              help="CSV with a header naming the columns subject and member, one row per item: "
+                   "account every subject as held.")
 @mechanism_flags(ACCOUNTANTS)
 @format_option
 @config_option
@@ -76,27 +76,30 @@ def command(n_members, per_round, rounds, local_steps, q, sigma, budget, group_s
         report = account_subjects(run, holdings_map, delta, budget=budget, group_sizes=group_sizes or (),
                                   progress=update, **accounting)
 
-    worst, thumb, limits = report.worst, report.rule_of_thumb, report.limits
+    worst, thumb, limits, named = report.worst, report.rule_of_thumb, report.limits, holdings is not None
     noise = [{"z": g.z, "sigma": g.sigma, "item_epsilon": g.item_epsilon, "item_delta": g.item_delta,
               "achieved_item_epsilon": g.achieved_epsilon} for g in report.group_noise]
     assumptions = _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha,
                                subject_members, items_per_member, bool(noise))
-    rows = _rows(run, worst, report.local_epsilon, thumb, limits)
+    rows = _rows(run, report, named)
     document = {"command": "subject", "assumptions": assumptions,
-                "local_epsilon": report.local_epsilon, "federation_epsilon": worst.federation_epsilon,
+                "local_epsilon": report.local_epsilon, "local_subject": report.local_subject,
+                "federation_epsilon": worst.federation_epsilon,
                 "members_holding": len(worst.holding), "members_composed": worst.members_composed,
                 "holding": list(worst.holding),
-                "rule_of_thumb": {"rounds": thumb.rounds, "federation_epsilon": thumb.federation_epsilon,
+                "rule_of_thumb": {"subject": thumb.subject, "rounds": thumb.rounds,
+                                  "federation_epsilon": thumb.federation_epsilon,
                                   "local_epsilon": thumb.local_epsilon, "holds": thumb.holds,
                                   "matching_rounds": thumb.matching_rounds},
-                "max_rounds": None if limits is None else {"budget": limits.budget, "local": limits.local,
-                                                           "federation": limits.federation},
+                "max_rounds": None if limits is None else {
+                    "budget": limits.budget, "local": limits.local, "federation": limits.federation,
+                    "local_subject": limits.local_subject, "federation_subject": limits.federation_subject},
                 "group_noise": noise, "results": rows}
-    if holdings is not None:
+    if named:
         document["worst_subject"] = report.worst_subject
         document["subjects"] = [_subject_entry(name, g) for name, g in report.subjects.items()]
         document["members_distribution"] = _distribution(report.subjects)
-    notes = _notes(thumb, run, worst.holding)
+    notes = _notes(run, report, named)
     if fmt == "json":
         emit("uldp subject", [], [], fmt, document=document)
     elif fmt == "csv":
@@ -114,7 +117,7 @@ def command(n_members, per_round, rounds, local_steps, q, sigma, budget, group_s
                  document["members_distribution"], fmt, assumptions=None if noise else assumptions,
                  notes=None if noise else notes)
         if noise:
-            emit("LocalGroupDP noise for (E, Delta) = "
+            emit("LocalGroupDP noise per member for (E, Delta) = "
                  f"({budget:g}, {delta:g}) by Corollary 3.5", GROUP_COLUMNS, noise, fmt,
                  assumptions=assumptions, notes=notes)
 
@@ -155,27 +158,39 @@ def _holdings(n_members, subject_members, items_per_member, subject_items, distr
     return {"subject": [items_per_member] * (subject_members or n_members)}
 
 
-def _rows(run: FederationRun, worst: SubjectGuarantee, local_worst: float, thumb: RuleOfThumb,
-          limits: RoundLimits | None) -> list[dict]:
+def _rows(run: FederationRun, report: SubjectReport, named: bool) -> list[dict]:
+    """The table; with several subjects each row says whose figure it is (`named`)."""
+    worst, thumb, limits = report.worst, report.rule_of_thumb, report.limits
     k = len(worst.holding)
+    composed = report.subjects[thumb.subject].members_composed
+
+    def who(name: str, text: str = "") -> str:
+        return f"{text}; subject {name}" if named and text else (f"subject {name}" if named else text)
+
     rows = [
-        {"guarantee": "local (one member)", "rounds": run.rounds, "members": 1, "epsilon": local_worst,
-         "note": f"{run.rounds * run.local_steps} steps"},
-        {"guarantee": f"federation, {k} member(s) hold the subject", "rounds": run.rounds,
-         "members": worst.members_composed, "epsilon": worst.federation_epsilon,
-         "note": "worst case: sequential across holders"},
+        {"guarantee": "local (per member)" + (", max over subjects" if named else ""), "rounds": run.rounds,
+         "members": 1, "epsilon": report.local_epsilon,
+         "note": who(report.local_subject, f"{run.rounds * run.local_steps} steps, other members fixed")},
+        {"guarantee": f"federation, {k} member(s) hold the " + ("worst subject" if named else "subject"),
+         "rounds": run.rounds, "members": worst.members_composed, "epsilon": worst.federation_epsilon,
+         "note": who(report.worst_subject, "worst case: sequential across holders")},
         {"guarantee": "federation at R/sqrt(s) (Thm 3.10)", "rounds": thumb.rounds,
-         "members": worst.members_composed, "epsilon": thumb.federation_epsilon,
-         "note": "keeps the local epsilon" if thumb.holds else "exceeds the local epsilon"},
+         "members": composed, "epsilon": thumb.federation_epsilon,
+         "note": (("keeps" if thumb.holds else "exceeds") + " the local epsilon "
+                  + (f"{thumb.local_epsilon:.4g} of subject {thumb.subject}" if named else ""))},
         {"guarantee": "federation, most rounds within local eps", "rounds": thumb.matching_rounds,
-         "members": worst.members_composed, "epsilon": None, "note": f"<= {thumb.local_epsilon:.4g}"},
+         "members": composed, "epsilon": None,
+         "note": f"<= {thumb.local_epsilon:.4g}" + (f" (subject {thumb.subject}'s local)" if named else "")},
     ]
     if limits is not None:
+        every = "every subject, bound by " if named else ""
         rows.append({"guarantee": f"local, most rounds within {limits.budget:g}", "rounds": limits.local,
-                     "members": 1, "epsilon": None, "note": None})
+                     "members": 1, "epsilon": None,
+                     "note": f"{every}{limits.local_subject}" if named else None})
         rows.append({"guarantee": f"federation, most rounds within {limits.budget:g}",
-                     "rounds": limits.federation, "members": worst.members_composed, "epsilon": None,
-                     "note": None})
+                     "rounds": limits.federation,
+                     "members": report.subjects[limits.federation_subject].members_composed, "epsilon": None,
+                     "note": f"{every}{limits.federation_subject}" if named else None})
     return rows
 
 
@@ -200,6 +215,11 @@ def _assumptions(run, delta, accounting, holdings, subject_items, distribution, 
                 f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
                 f"sigma = {run.sigma:g}"),
         "neighbouring": "every item of one subject added or removed, wherever held (Definition 2.3)",
+        "local guarantee": ("per member, locally enforced in the paper's sense (Theorem 3.8): the subject's "
+                            "items at one member change, every other member's data fixed; a member's "
+                            "updates carry the global model, which depends on the subject's items at the "
+                            "other members, so it is a Definition 2.3 (subject-level) bound only for a "
+                            "subject held by one member (the federation-wide rows bound the others)"),
         "local mechanism": ("HiGradAvgDP: a subject's per-mini-batch contribution bounded by C (Lemma 3.7); "
                             "a member holding m of its items samples it at 1 - (1 - q)^m per mini-batch "
                             "(Poisson sampling)"),
@@ -216,7 +236,9 @@ def _assumptions(run, delta, accounting, holdings, subject_items, distribution, 
     if accounting["accountant"] == "rdp":
         out["orders"] = orders_label(accounting["orders"])
     if holdings is not None:
-        out["holdings"] = f"from {holdings}; epsilon of the worst subject (per subject in JSON)"
+        out["holdings"] = (f"from {holdings}; epsilons of the worst subject at R rounds (per subject in "
+                           "JSON); round limits and rule of thumb hold for every subject (the least "
+                           "over their holdings)")
     elif subject_items is not None:
         shape = "uniform" if distribution == "uniform" else f"power, alpha = {alpha:g}"
         out["holdings"] = (f"{subject_items} items spread over the members ({shape}, expected shares "
@@ -224,20 +246,34 @@ def _assumptions(run, delta, accounting, holdings, subject_items, distribution, 
     else:
         k = subject_members or run.members
         out["holdings"] = (f"{k} member(s) hold {items_per_member} item(s) each"
-                           + (" (worst case: every member)" if subject_members is None else ""))
+                           + (" (default: every member holds the subject, one item each; not a worst case "
+                              "over items)" if subject_members is None else ""))
     if group:
-        out["LocalGroupDP"] = ("sigma_Z for item-level (E/Z, Delta/(Z e^((Z-1)E/Z))) over R x T steps "
-                               "at rate q "
-                               "(Corollary 3.5); Z must bound all of a subject's items at the member")
+        out["LocalGroupDP"] = ("per member: sigma_Z for item-level (E/Z, Delta/(Z e^((Z-1)E/Z))) over "
+                               "R x T steps at rate q (Corollary 3.5) gives (E, Delta) at one member for "
+                               "a subject with at most Z items there (locally enforced; it composes "
+                               "across the members holding the subject like the rows above)")
     out["bound"] = "every epsilon is an upper bound at this delta under these assumptions"
     return out
 
 
-def _notes(thumb: RuleOfThumb, run: FederationRun, holding: tuple[int, ...]) -> list[str]:
-    busiest = max(holding)
+def _notes(run: FederationRun, report: SubjectReport, named: bool) -> list[str]:
+    thumb = report.rule_of_thumb
+    busiest = report.max_items
     rate = subject_sampling_rate(run.q, busiest)
-    return [f"R/sqrt(s) = {thumb.rounds} rounds gives federation epsilon {thumb.federation_epsilon:.4g} "
-            f"vs local {thumb.local_epsilon:.4g}; exact composition allows {thumb.matching_rounds} rounds "
-            f"(about R/s = {math.floor(run.rounds / run.per_round)} when every round composes s holders)",
-            f"the busiest holder has {busiest} of the subject's items: it samples the subject at "
-            f"1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch"]
+    whose = f" of subject {thumb.subject}" if named else ""
+    composed = report.subjects[thumb.subject].members_composed
+    notes = [f"R/sqrt(s) = {thumb.rounds} rounds gives federation epsilon {thumb.federation_epsilon:.4g} "
+             f"vs local {thumb.local_epsilon:.4g}{whose}; exact composition allows {thumb.matching_rounds} "
+             f"rounds (about R/{composed} = {math.floor(run.rounds / composed)} when {composed} alike "
+             "holders compose every round)",
+             f"the busiest holder has {busiest} of "
+             + (f"subject {report.local_subject}'s items" if named else "the subject's items")
+             + f": it samples the subject at 1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch"]
+    short = [g.z for g in report.group_noise if g.z < busiest]
+    if short:
+        notes.append(f"LocalGroupDP Z = {', '.join(map(str, short))} "
+                     + ("is" if len(short) == 1 else "are") + f" below the {busiest} items "
+                     + (f"subject {report.local_subject} has" if named else "the subject has")
+                     + f" at one member: sigma_Z does not cover it; use Z = {busiest}")
+    return notes
