@@ -7,6 +7,7 @@ import pytest
 
 from accountants.account import record_level
 from accountants.algorithms import plan_algorithm
+from accountants.participation import known_participation_epsilon
 
 from .invoke import command_runner
 
@@ -44,10 +45,18 @@ def test_csv_has_a_header_and_one_row_per_result():
 
 def test_algorithm_preset_matches_the_library():
     doc = run_json("--algo", "uldp-avg", "--sigma", "5", "--rounds", "100", "--user-q", "0.5")
-    [r] = doc["results"]
+    r, server = doc["results"]
     expected = record_level(plan_algorithm("uldp-avg", sigma=5, rounds=100, user_q=0.5).mechanism, 1e-5)
     assert r["epsilon"] == expected.epsilon and r["level"] == "user" and r["algorithm"] == "uldp-avg"
     assert "Algorithm 4" in doc["assumptions"]["user sampling"]
+    # The server draws the sample: its view gets no amplification, so a larger epsilon.
+    assert server["method"] == "server view"
+    assert server["epsilon"] == known_participation_epsilon(5, 0.5, 100, 1e-5).epsilon > r["epsilon"]
+
+
+def test_no_server_view_row_without_user_sampling():
+    doc = run_json("--algo", "uldp-avg", "--sigma", "5", "--rounds", "100")
+    assert [r["method"] for r in doc["results"]] == ["user"]
 
 
 def test_several_algorithms_side_by_side():

@@ -8,6 +8,7 @@ import click
 
 from accountants.account import GROUP_METHODS, Guarantee, account, group_level, record_level
 from accountants.algorithms import Plan
+from accountants.participation import known_participation_epsilon
 
 from ..account_plot import draw_group_plot
 from ..accounting_options import (accounting_options, algorithm_options, build_plan,
@@ -93,6 +94,14 @@ def _account_plan(plan: Plan, delta, ks, methods, accountants, conversion, order
             update(f"{plan.algorithm}, {accountant}")
             g = record_level(plan.mechanism, delta, accountant, conversion, orders)
             out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
+        mech = plan.mechanism
+        if mech.q < 1:
+            # The server draws the user sample: no amplification against it.
+            seen = known_participation_epsilon(mech.sigma, mech.q, mech.steps, delta,
+                                               conversion=conversion, orders=orders)
+            out.append(Guarantee(seen.epsilon, delta, None, "user", "server view", "rdp", conversion,
+                                 seen.order, algorithm=plan.algorithm,
+                                 note="knows the user sample"))
         return out
     for k in dict.fromkeys(ks):
         if k == 1:
@@ -108,6 +117,8 @@ def _account_plan(plan: Plan, delta, ks, methods, accountants, conversion, order
 
 
 def _bound_label(r: Guarantee) -> str:
+    if r.method == "server view":
+        return "user level, server's view (RDP)"
     if r.method == "user":
         return f"user level ({r.accountant.upper()})"
     return method_labels[(r.method, r.accountant)]
@@ -142,6 +153,11 @@ def _notes(results: list[Guarantee]) -> list[str]:
     if any(r.method == "pld" and r.k and r.k > 1 for r in results):
         notes.append("PLD group: the worst case of the k records' clipped contributions aligned, a "
                      "Gaussian mixture with Binomial(k, q) shifts per step (docs/group-privacy.md).")
+    if any(r.method == "server view" for r in results):
+        notes.append("user sampling amplifies only against observers who do not learn the sample "
+                     "(those who see the released models); the server draws it, and its view is "
+                     "the 'server's view' row: T/(a-1) ln(1 - q + q e^{(a-1) a / (2 sigma^2)}) "
+                     "(accountants/participation.py)")
     if any(r.accountant in ("pld", "prv") for r in results):
         notes.append("PLD and PRV account both directions of add-or-remove and keep the larger.")
     return notes

@@ -1,0 +1,50 @@
+"""Privacy against an observer who knows which rounds a user took part in.
+
+User-level sub-sampling (ULDP-FL Algorithm 4, Remark 1) amplifies privacy only against observers
+who do not learn the sample: those who see the released models. The server draws the sample
+itself, so for it (and anyone it tells) a round without the user carries no information about
+the user, and a round with the user is a plain Gaussian with noise multiplier sigma. The number
+of such rounds K ~ Binomial(T, q) is random but known to that observer.
+
+RDP of that view, at order alpha (joint convexity of exp((alpha - 1) D_alpha) over the mixture
+of "user in the round" and "user not in the round", round by round, then composition):
+
+    rho(alpha) = T / (alpha - 1) * ln(1 - q + q exp((alpha - 1) alpha / (2 sigma^2)))
+
+It is the same formula as rPDP-FL's untrusted-clients model (slides ch. 3 II) with tau rho the
+Gaussian's alpha / (2 sigma^2), and it is never smaller than the sub-sampled Gaussian's RDP.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .conversion import Conversion, rdp_to_dp
+from .orders import resolve_orders
+
+
+def known_participation_rdp(orders: np.ndarray, sigma: float, q: float, rounds: int) -> np.ndarray:
+    """rho(alpha) above, computed in log space (large alpha / small sigma stay finite)."""
+    if not sigma > 0:
+        raise ValueError(f"sigma must be > 0, got {sigma}")
+    if not 0 < q <= 1:
+        raise ValueError(f"q must be in (0, 1], got {q}")
+    alphas = np.asarray(orders, dtype=float)
+    gaussian = (alphas - 1.0) * alphas / (2.0 * sigma**2)
+    if q >= 1.0:
+        log_mix = gaussian
+    else:
+        log_mix = np.logaddexp(math.log1p(-q), math.log(q) + gaussian)
+    return rounds * log_mix / (alphas - 1.0)
+
+
+def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: float, *,
+                                conversion: str = "improved",
+                                orders: str | np.ndarray = "default") -> Conversion:
+    """Epsilon at `delta` for an observer who knows the rounds the user took part in."""
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    grid = resolve_orders(orders)
+    return rdp_to_dp(grid, known_participation_rdp(grid, sigma, q, rounds), math.log(delta),
+                     conversion)
