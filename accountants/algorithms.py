@@ -80,7 +80,10 @@ def plan_algorithm(
         "algorithm": f"{algorithm} ({theorem})",
         "noise": noise,
         "mechanism": f"{rounds} rounds of a Gaussian with noise multiplier {sigma:g}",
-        "user sampling": (f"Poisson, q = {user_q:g} per round (Algorithm 4)" if user_q < 1
+        "user sampling": (f"Poisson, q = {user_q:g} per round (Algorithm 4); the amplification holds "
+                          "for observers who do not learn the sample (the released models), not "
+                          "for the server that draws it (`uldp account` prints its view too)"
+                          if user_q < 1
                           else "none (every user every round)"),
         "neighbouring": "add or remove all records of one user, in every silo",
     }
