@@ -8,17 +8,22 @@ sub-sampled Gaussian step (`accountants.rdp`, Mironov et al. 2019 §3.2):
 
 - untrusted clients or third parties (they see the global models):
   rho_FL = T / (alpha - 1) * ln(1 - lambda + lambda e^{(alpha - 1) tau rho(alpha, q)});
-- honest-but-curious server (it sees the sampled clients' updates):
-  rho_FL = lambda T tau rho(alpha, q);
+- honest-but-curious server (it sees the sampled clients' updates), as the slides write it:
+  rho_FL = lambda T tau rho(alpha, q).
 
 and epsilon*(q) = min over alpha of the RDP-to-DP conversion of rho_FL
 (`accountants.conversion`: the slides' classic one, or the improved Lemma 2).
 
-The server formula counts lambda T rounds of participation, the expected number under Poisson
-client sampling. It is an upper bound when the record's client takes part in at most lambda T
-rounds (a fixed schedule); a server that samples the clients itself sees the random number of
-rounds, and for it the untrusted formula is the valid bound (it is the exact RDP of the
-participation mixture, and never smaller). `RecordSampledFL.assumptions` says so.
+The slides' server formula counts lambda T rounds of participation, the *expected* number under
+Poisson client sampling (Algorithm 2); it is the expected RDP, not a bound on it. A server that
+sees which rounds the record's client joined observes the participation pattern, which does not
+depend on the record; given k rounds the record spends k tau rho, so the RDP of what it sees is
+ln E[e^{(alpha-1) K tau rho}] / (alpha-1) with K ~ Binomial(T, lambda), which is exactly the
+untrusted formula (and by Jensen never below lambda T tau rho). So by default the server threat
+model uses the untrusted formula whenever lambda < 1. Only under a fixed schedule
+(`fixed_schedule=True`: every client takes part in exactly k = round(lambda T) rounds chosen in
+advance, no client sampling) is the count formula k tau rho(alpha, q) a bound; then it is used,
+with the integer k. At lambda = 1 all of them coincide: T tau rho.
 
 Evaluation is vectorised over q and alpha at integer orders (`subsampled_gaussian_rdp_grid`),
 so one epsilon*(q) costs tens of microseconds and a curve of ten thousand rates a fraction of
@@ -69,6 +74,8 @@ class RecordSampledFL:
     rounds: T, federated rounds.
     client_rate: lambda, Poisson sampling probability of a client per round.
     threat_model: "untrusted" (clients or third parties) or "server" (honest but curious).
+    fixed_schedule: server model only: instead of Poisson sampling, every client takes part in
+        exactly round(lambda T) rounds fixed in advance (see the module docstring).
     """
 
     sigma: float
@@ -76,6 +83,7 @@ class RecordSampledFL:
     rounds: int
     client_rate: float = 1.0
     threat_model: str = "untrusted"
+    fixed_schedule: bool = False
 
     def __post_init__(self) -> None:
         if not (self.sigma > 0 and math.isfinite(self.sigma)):
@@ -87,23 +95,52 @@ class RecordSampledFL:
         if self.threat_model not in THREAT_MODELS:
             raise ValueError(f"threat model must be one of {', '.join(THREAT_MODELS)}, "
                              f"got {self.threat_model!r}")
+        if self.fixed_schedule:
+            if self.threat_model != "server":
+                raise ValueError("a fixed schedule applies to the server threat model only")
+            if self.participations < 1:
+                raise ValueError(f"a fixed schedule needs round(lambda T) >= 1 rounds, got "
+                                 f"round({self.client_rate:g} * {self.rounds}) = 0")
+
+    @property
+    def participations(self) -> int:
+        """k = round(lambda T): rounds each client takes part in under a fixed schedule (halves
+        round up, never to even: the schedule is the larger one)."""
+        return math.floor(self.client_rate * self.rounds + 0.5)
+
+    @property
+    def server_count_formula(self) -> bool:
+        """Whether rho_FL is (count) x tau rho: the server model under a fixed schedule."""
+        return self.threat_model == "server" and self.fixed_schedule
 
     def assumptions(self) -> dict[str, str]:
         """What every epsilon of this run assumes, in words."""
-        run = (f"T = {self.rounds} rounds, clients sampled with probability lambda = "
-               f"{self.client_rate:g}; tau = {self.local_steps} DP-SGD steps per round, "
-               f"sigma = {self.sigma:g}; each record Poisson-sampled with its own q")
+        steps = (f"tau = {self.local_steps} DP-SGD steps per round, sigma = {self.sigma:g}; "
+                 "each record Poisson-sampled with its own q")
+        if self.fixed_schedule:
+            run = (f"T = {self.rounds} rounds, fixed schedule: every client takes part in exactly "
+                   f"k = round(lambda T) = {self.participations} rounds chosen in advance (no "
+                   f"client sampling); {steps}")
+        else:
+            run = (f"T = {self.rounds} rounds, clients Poisson-sampled with probability lambda = "
+                   f"{self.client_rate:g}; {steps}")
+        untrusted = ("T/(alpha-1) ln(1 - lambda + lambda e^{(alpha-1) tau rho(alpha, q)})")
         if self.threat_model == "untrusted":
             threat = ("untrusted clients or third parties (slides ch. 3 II): rho_FL = "
-                      "T/(alpha-1) ln(1 - lambda + lambda e^{(alpha-1) tau rho(alpha, q)}); "
-                      "also valid for a server that sees which rounds the client joined")
+                      f"{untrusted}; also valid for a server that sees which rounds the client "
+                      "joined")
+        elif self.fixed_schedule:
+            threat = (f"honest-but-curious server (slides ch. 3 II), fixed schedule: rho_FL = "
+                      f"k tau rho(alpha, q) with k = {self.participations}; valid only if no "
+                      f"client takes part in more than {self.participations} rounds")
+        elif self.client_rate < 1:
+            threat = (f"honest-but-curious server that sees which rounds the client joined: "
+                      f"rho_FL = {untrusted}, the exact RDP of the Poisson participation; the "
+                      "slides' lambda T tau rho(alpha, q) is only its expectation (not a bound) "
+                      "and is used only with --fixed-schedule")
         else:
-            threat = ("honest-but-curious server (slides ch. 3 II): rho_FL = lambda T tau "
-                      "rho(alpha, q)")
-            if self.client_rate < 1:
-                threat += (f"; assumes the record's client takes part in at most lambda T = "
-                           f"{self.client_rate * self.rounds:g} rounds (a fixed schedule); "
-                           "with random participation use the untrusted model")
+            threat = ("honest-but-curious server (slides ch. 3 II), every client in every "
+                      "round: rho_FL = T tau rho(alpha, q)")
         return {"run": run, "threat model": threat,
                 "neighbouring": "add or remove one record (record-level DP)"}
 
@@ -113,8 +150,9 @@ def fl_rdp(run: RecordSampledFL, qs: np.ndarray, orders: np.ndarray) -> np.ndarr
     orders = np.asarray(orders, dtype=float)
     step = subsampled_gaussian_rdp_grid(orders, run.sigma, qs)
     local = run.local_steps * step  # tau steps compose (Lemma 1)
-    if run.threat_model == "server":
-        return run.client_rate * run.rounds * local
+    if run.server_count_formula:
+        return run.participations * local  # fixed schedule: k rounds, known in advance
+    # Untrusted parties, and a server that sees the Poisson participation: the same bound.
     if run.client_rate == 1.0:
         return run.rounds * local
     lam = run.client_rate

@@ -49,18 +49,57 @@ def _classic_min(rho_of_alpha, delta, orders=range(2, 257)):
 @pytest.mark.parametrize("lam", [1.0, 0.5, 0.1])
 def test_both_threat_models_at_q_one_match_the_closed_forms(lam):
     # At q = 1 the sub-sampled Gaussian is the Gaussian: rho(alpha) = alpha / (2 sigma^2).
+    # A server that sees the Poisson participation: the untrusted formula (the exact RDP of the
+    # Binomial(T, lambda) mixture); the count formula only under a fixed schedule, with the
+    # integer k = round(lambda T).
     sigma, tau, rounds, delta = 4.0, 5, 20, 1e-5
     gauss = lambda a: a / (2 * sigma**2)  # noqa: E731
     untrusted = lambda a: float(rounds / (a - 1) * mpmath.log(  # noqa: E731
         1 - lam + lam * mpmath.exp((a - 1) * tau * gauss(a))))
-    server = lambda a: lam * rounds * tau * gauss(a)  # noqa: E731
+    k = round(lam * rounds)
+    fixed = lambda a: k * tau * gauss(a)  # noqa: E731
     orders = np.arange(2.0, 257.0)
-    for model, rho in (("untrusted", untrusted), ("server", server)):
-        run = RecordSampledFL(sigma, tau, rounds, lam, model)
+    for run, rho in ((RecordSampledFL(sigma, tau, rounds, lam, "untrusted"), untrusted),
+                     (RecordSampledFL(sigma, tau, rounds, lam, "server"), untrusted),
+                     (RecordSampledFL(sigma, tau, rounds, lam, "server", fixed_schedule=True), fixed)):
         np.testing.assert_allclose(fl_rdp(run, np.array([1.0]), orders)[0], [rho(a) for a in orders],
                                    rtol=1e-12)
         eps = EpsilonCurve(run, delta, "classic", orders)(1.0)[0]
         assert eps == pytest.approx(_classic_min(rho, delta), rel=1e-12)
+
+
+def _true_delta_under_poisson_participation(eps, sigma, rounds, lam):
+    """delta(eps) of the Gaussian mechanism composed over K ~ Binomial(T, lambda) rounds, the
+    participation known to the adversary (q = tau = 1): sum_k P(K = k) delta_{N(0, k/sigma^2)}(eps)."""
+    from scipy.stats import binom, norm
+    total = 0.0
+    for k in range(1, rounds + 1):
+        mu = math.sqrt(k) / sigma
+        total += binom.pmf(k, rounds, lam) * (norm.cdf(-eps / mu + mu / 2)
+                                              - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+    return total
+
+
+@pytest.mark.parametrize("sigma, rounds, lam", [(2.0, 10, 0.5), (1.0, 20, 0.1), (2.0, 4, 0.25)])
+def test_the_server_bound_holds_for_a_server_that_sees_random_participation(sigma, rounds, lam):
+    # The reviewer's check: the slides' lambda T tau rho gave epsilons whose true delta under
+    # Poisson participation exceeds the target; the default server model must not.
+    delta = 1e-5
+    eps = EpsilonCurve(RecordSampledFL(sigma, 1, rounds, lam, "server"), delta)(1.0)[0]
+    assert _true_delta_under_poisson_participation(eps, sigma, rounds, lam) <= delta
+
+
+def test_a_fixed_schedule_is_the_server_model_only_and_takes_at_least_one_round():
+    with pytest.raises(ValueError, match="server threat model only"):
+        RecordSampledFL(2.0, 1, 10, 0.5, "untrusted", fixed_schedule=True)
+    with pytest.raises(ValueError, match="round\\(lambda T\\) >= 1"):
+        RecordSampledFL(2.0, 1, 10, 0.04, "server", fixed_schedule=True)
+    assert RecordSampledFL(2.0, 1, 5, 0.5, "server", fixed_schedule=True).participations == 3
+    text = RecordSampledFL(2.0, 1, 10, 0.3, "server", fixed_schedule=True).assumptions()
+    assert "exactly k = round(lambda T) = 3 rounds" in text["run"]
+    assert "clients Poisson-sampled" not in text["run"]
+    assert "Poisson participation" in RecordSampledFL(2.0, 1, 10, 0.3, "server").assumptions()[
+        "threat model"]
 
 
 def test_a_hand_worked_value():
@@ -69,12 +108,15 @@ def test_a_hand_worked_value():
     run = RecordSampledFL(2.0, 1, 1)
     assert EpsilonCurve(run, math.exp(-2), "classic", np.arange(2.0, 20.0))(1.0)[0] == pytest.approx(1.125)
     # Half the clients: untrusted ln(1/2 + e^{(alpha-1) alpha/8}/2)/(alpha-1) at alpha = 2 is
-    # ln((1 + e^{1/4})/2) = 0.13261...; the server's lambda T tau rho is 0.125.
+    # ln((1 + e^{1/4})/2) = 0.13261..., and so is the server's (it sees the participation);
+    # a fixed schedule of T = 3 rounds at lambda = 1/2 takes round(1.5) = 2 of them: 2 x 0.25.
     half = dict(sigma=2.0, local_steps=1, rounds=1, client_rate=0.5)
-    assert fl_rdp(RecordSampledFL(**half), np.array([1.0]), np.array([2.0]))[0, 0] == pytest.approx(
-        math.log((1 + math.exp(0.25)) / 2), rel=1e-14)
-    assert fl_rdp(RecordSampledFL(**half, threat_model="server"), np.array([1.0]),
-                  np.array([2.0]))[0, 0] == pytest.approx(0.125, rel=1e-14)
+    for model in ("untrusted", "server"):
+        assert fl_rdp(RecordSampledFL(**half, threat_model=model), np.array([1.0]),
+                      np.array([2.0]))[0, 0] == pytest.approx(math.log((1 + math.exp(0.25)) / 2),
+                                                              rel=1e-14)
+    fixed = RecordSampledFL(2.0, 1, 3, 0.5, "server", fixed_schedule=True)
+    assert fl_rdp(fixed, np.array([1.0]), np.array([2.0]))[0, 0] == pytest.approx(0.5, rel=1e-14)
 
 
 @given(sigma=st.floats(0.5, 30), tau=st.integers(1, 50), rounds=st.integers(1, 200),
@@ -88,12 +130,22 @@ def test_epsilon_is_non_decreasing_in_q(sigma, tau, rounds, lam, model, qs):
 
 
 @given(sigma=st.floats(0.5, 30), lam=st.floats(0.01, 1.0), q=st.floats(1e-6, 1.0))
-def test_untrusted_is_never_below_the_server_bound(sigma, lam, q):
-    # ln(1 - lam + lam e^x) >= lam x (Jensen), with equality at lam = 1.
+def test_the_server_is_never_below_untrusted_unless_the_schedule_is_fixed(sigma, lam, q):
+    # Poisson participation: the server's bound is the untrusted one, never the slides' smaller
+    # lambda T tau rho (ln(1 - lam + lam e^x) >= lam x by Jensen). A fixed schedule of
+    # k = round(lambda T) rounds: exactly k tau rho.
     args = (sigma, 10, 30, lam)
-    untrusted = fl_rdp(RecordSampledFL(*args, "untrusted"), np.array([q]), PERSONALIZED_ORDERS)
-    server = fl_rdp(RecordSampledFL(*args, "server"), np.array([q]), PERSONALIZED_ORDERS)
-    assert np.all(untrusted >= server * (1 - 1e-12))
+    qs = np.array([q])
+    untrusted = fl_rdp(RecordSampledFL(*args, "untrusted"), qs, PERSONALIZED_ORDERS)
+    server = fl_rdp(RecordSampledFL(*args, "server"), qs, PERSONALIZED_ORDERS)
+    assert np.all(server >= untrusted)
+    eps = [EpsilonCurve(RecordSampledFL(*args, model), 1e-5)(q)[0] for model in ("untrusted", "server")]
+    assert eps[1] >= eps[0]
+    k = math.floor(lam * 30 + 0.5)
+    if k >= 1:
+        fixed = fl_rdp(RecordSampledFL(*args, "server", fixed_schedule=True), qs, PERSONALIZED_ORDERS)
+        step = subsampled_gaussian_rdp_grid(PERSONALIZED_ORDERS, sigma, qs)
+        np.testing.assert_allclose(fixed, k * 10 * step, rtol=1e-13)
 
 
 def test_huge_exponents_stay_finite():

@@ -7,9 +7,10 @@ from hypothesis import strategies as st
 
 from accountants.budgets import sample_budgets
 from accountants.personalized import EpsilonCurve, RecordSampledFL
-from accountants.sampling_rates import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, GRID_RATIO, OK,
-                                        check_budgets, epsilon_table, feasible_range, fit_scf,
-                                        personalize, rate_grid)
+import accountants.sampling_rates as sampling_rates
+from accountants.sampling_rates import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, GRID_RATIO, OK, OVERSPENT,
+                                        POSSIBLY_OVERSPENT, check_budgets, epsilon_table,
+                                        feasible_range, fit_scf, personalize, rate_grid)
 
 RUNS = {
     "calibrated": RecordSampledFL(12.02, 10, 50, 1.0),  # largest budget 10 at q = 1
@@ -131,14 +132,57 @@ def test_scf_reports_its_fit_and_counts_its_overspending_exactly():
     assert exact.summary()["overspent"] == 0 and np.all(exact.spent <= budgets)
 
 
-def test_scf_with_many_rates_brackets_them_on_the_exact_grid():
-    curve = EpsilonCurve(RecordSampledFL(3.0, 10, 50), 1e-5)
-    budgets = sample_budgets("individual-1000", 30_000, seed=1)
+def _budgets_around_a_crossing(n):
+    """n distinct budgets packed within 0.02% of where the SCF fit crosses epsilon*(q): the
+    fit's error there is far below the exact grid's resolution, so brackets cannot settle them
+    (the reviewer's case)."""
+    run = RecordSampledFL(21.34, 10, 50)
+    curve = EpsilonCurve(run, 1e-5)
+    fit = fit_scf(curve, 1.0)
+    qs = np.linspace(0.01, 1, 20_000)
+    i = np.flatnonzero(np.diff(np.sign(fit(qs) - curve(qs))))[0]
+    e = curve(qs[i])[0]
+    return curve, np.unique(np.linspace(e * (1 - 2e-4), e * (1 + 2e-4), n))
+
+
+def test_scf_counts_overspending_exactly_past_twenty_thousand_budgets():
+    curve, budgets = _budgets_around_a_crossing(25_000)
     scf = personalize(budgets, curve, method="scf")
-    assert "bracketed" in scf.details["check"]
-    sample = np.random.default_rng(0).choice(budgets.size, 300, replace=False)
-    truth = curve(scf.q[sample])
-    assert np.all(scf.spent_lower[sample] <= truth) and np.all(truth <= scf.spent[sample])
+    truth = EpsilonCurve(curve.run, 1e-5)(scf.q)  # an independent curve, every rate
+    over = truth > budgets
+    assert 1000 < over.sum() < budgets.size
+    assert scf.summary()["overspent"] == scf.summary()["overspent_up_to"] == over.sum()
+    assert np.array_equal(scf.status == OVERSPENT, over) and np.all(scf.status[~over] == OK)
+    np.testing.assert_array_equal(scf.spent, truth)
+
+
+def test_scf_beyond_the_exact_limit_brackets_then_re_accounts_the_straddlers(monkeypatch):
+    monkeypatch.setattr(sampling_rates, "SCF_EXACT_CHECK_LIMIT", 500)
+    curve = EpsilonCurve(RecordSampledFL(3.0, 10, 50), 1e-5)
+    budgets = sample_budgets("individual-1000", 3000, seed=1)
+    scf = personalize(budgets, curve, method="scf")
+    assert "bracketed" in scf.details["check"] and "limit" not in scf.details["check"]
+    truth = curve(scf.q)
+    assert np.all(scf.spent_lower <= truth) and np.all(truth <= scf.spent)  # brackets hold
+    over = truth > budgets
+    summary = scf.summary()
+    assert summary["overspent"] == summary["overspent_up_to"] == over.sum() > 0
+    assert np.array_equal(scf.status == OVERSPENT, over)
+
+
+def test_scf_past_the_limit_says_at_least_and_up_to(monkeypatch):
+    monkeypatch.setattr(sampling_rates, "SCF_EXACT_CHECK_LIMIT", 2000)
+    curve, budgets = _budgets_around_a_crossing(3000)  # 3000 straddlers > 2000
+    scf = personalize(budgets, curve, method="scf")
+    assert "limit 2000" in scf.details["check"]
+    truth = curve(scf.q)
+    over = truth > budgets
+    summary = scf.summary()
+    assert summary["overspent"] <= over.sum() <= summary["overspent_up_to"]
+    assert summary["overspent"] < summary["overspent_up_to"]
+    maybe = scf.status == POSSIBLY_OVERSPENT
+    assert maybe.sum() == summary["overspent_up_to"] - summary["overspent"]
+    assert np.all(over[scf.status == OVERSPENT]) and not np.any(over[scf.status == OK])
 
 
 def test_fit_inverse_undoes_the_fit():

@@ -87,11 +87,56 @@ def test_csv_format_is_one_row_per_method():
     assert lines[0].startswith("method,records,in_range,q_min") and len(lines) == 4
 
 
-def test_server_threat_model_spends_less_than_untrusted_for_the_same_q():
-    args = ["--distribution", "group-3", "--sigma", "3", *RUN, "--client-rate", "0.3"]
-    untrusted = run_json(*args)["methods"][0]
-    server = run_json(*args, "--threat-model", "server")["methods"][0]
-    assert server["q_median"] > untrusted["q_median"]
+def test_server_threat_model_is_untrusted_unless_the_schedule_is_fixed():
+    # The reviewer's run: lambda T tau rho is only the expected RDP under Poisson participation,
+    # so by default the server gets the untrusted bound; the count formula needs --fixed-schedule.
+    args = ["--distribution", "group-3", "--records", "100", "--calibrate-sigma", "--tau", "10",
+            "--rounds", "20", "--client-rate", "0.2"]
+    untrusted = run_json(*args)
+    server = run_json(*args, "--threat-model", "server")
+    assert server["sigma"] >= untrusted["sigma"]
+    assert server["feasible"]["epsilon_max"] >= untrusted["feasible"]["epsilon_max"] * (1 - 1e-12)
+    assert "Poisson participation" in server["assumptions"]["threat model"]
+    fixed = run_json(*args, "--threat-model", "server", "--fixed-schedule")
+    assert fixed["sigma"] < untrusted["sigma"]  # k = 4 fixed rounds: no worse case to cover
+    assert "exactly k = round(lambda T) = 4 rounds" in fixed["assumptions"]["run"]
+    curve = EpsilonCurve(RecordSampledFL(fixed["sigma"], 10, 4), 1e-5)  # 4 rounds, every one
+    assert fixed["feasible"]["epsilon_max"] == pytest.approx(curve(1.0)[0], rel=1e-12)
+
+
+@pytest.mark.parametrize("extra,words", [
+    (["--fixed-schedule"], "server only"),
+    (["--fixed-schedule", "--threat-model", "server", "--client-rate", "0.001"], "round("),
+])
+def test_fixed_schedule_needs_the_server_model_and_a_round(extra, words):
+    result = run("--distribution", "group-3", "--sigma", "3", *RUN, *extra)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert result.exit_code == 2 and len(lines) == 1 and "--fixed-schedule" in lines[0]
+    assert words in lines[0]
+
+
+def test_scf_always_says_what_it_checked_and_marks_overspending_records(tmp_path):
+    out = tmp_path / "q.csv"
+    doc = run_json("--distribution", "bounded-mix-gauss", "--records", "3000", "--sigma", "3", *RUN,
+                   "--method", "scf", "--out", str(out))
+    scf = doc["methods"][0]
+    statuses = [row["status"] for row in read_rows(out)]
+    assert statuses.count("overspent") == scf["overspent"] == scf["overspent_up_to"] > 0
+    over = [row for row in read_rows(out) if row["status"] == "overspent"]
+    assert all(float(r["epsilon_spent"]) > float(r["epsilon"]) for r in over)
+    assert any(note.startswith("scf: ") and "OVERSPEND" in note for note in doc["notes"])
+    # No overspending (every budget capped): the note is still there, the fit is still no bound.
+    src = write_budgets(tmp_path / "b.csv", [["a", 1e4], ["b", 2e4]])
+    doc = run_json("--budgets", src, "--sigma", "3", *RUN, "--method", "scf")
+    assert any(note.startswith("scf: no record overspends") and "not a bound" in note
+               for note in doc["notes"])
+
+
+def test_exact_and_bisect_notes_say_what_was_compared_not_re_checked():
+    doc = run_json("--distribution", "group-3", "--sigma", "3", *RUN, "--method", "bisect")
+    assert any(note.startswith("bisect: every record's epsilon spent, epsilon*(q) evaluated at")
+               for note in doc["notes"])
+    assert not any("re-checked" in note for note in doc["notes"])
 
 
 def test_infeasible_budgets_are_reported_and_fail_on_request(tmp_path):

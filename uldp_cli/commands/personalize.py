@@ -28,8 +28,8 @@ METHOD_COLUMNS = [("method", "method"), ("seconds", "seconds"), ("q", "q: min / 
                   ("unused", "unused eps"), ("overspent", "overspent"),
                   ("overspend_max", "max overspend"), ("r2", "R^2")]
 CSV_FIELDS = ["method", "records", "in_range", "q_min", "q_median", "q_max", "spent_max",
-              "spent_over_budget_mean", "unused_mean", "unused_max", "overspent", "overspend_max",
-              "overspend_max_relative", "overspent_budget_max", "seconds", "check_seconds",
+              "spent_over_budget_mean", "unused_mean", "unused_max", "overspent", "overspent_up_to",
+              "overspend_max", "overspend_max_relative", "overspent_budget_max", "seconds", "check_seconds",
               "evaluations", "r2", "tolerance", "grid_points", "search"]
 BUDGET_COLUMNS = [("row", "which"), ("count", "records"), ("budget", "budget"), ("q", "q"),
                   ("spent", "epsilon spent"), ("status", "status")]
@@ -63,6 +63,9 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
               help="Target delta, in (0, 1).")
 @click.option("--threat-model", type=click.Choice(THREAT_MODELS), default="untrusted", show_default=True,
               help="untrusted clients / third parties, or an honest-but-curious server.")
+@click.option("--fixed-schedule", is_flag=True,
+              help="Server model only: every client takes part in exactly round(lambda T) rounds "
+                   "fixed in advance (no client sampling); then rho_FL = k tau rho.")
 @click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved", show_default=True,
               help="RDP to DP: improved (Lemma 2) or classic (the slides').")
 @click.option("--method", type=click.Choice(METHODS), default="exact", show_default=True,
@@ -86,8 +89,8 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 @format_option
 @config_option
 def command(budgets_path, budget_column, id_column, distribution, records, seed, sigma,
-            calibrate_sigma, tau, rounds, client_rate, delta, threat_model, conversion, method,
-            compare, q_cap, q_min, infeasible, tolerance, out, plot, fmt):
+            calibrate_sigma, tau, rounds, client_rate, delta, threat_model, fixed_schedule,
+            conversion, method, compare, q_cap, q_min, infeasible, tolerance, out, plot, fmt):
     """Per-record sampling probabilities q from per-record budgets (rPDP-FL, slides ch. 3).
 
     Each record gets the largest q whose epsilon*(q), over T rounds of tau DP-SGD steps with
@@ -105,8 +108,13 @@ def command(budgets_path, budget_column, id_column, distribution, records, seed,
         raise click.UsageError("give exactly one of --sigma or --calibrate-sigma")
     if q_min > q_cap:
         raise click.BadParameter(f"{q_min:g} is above --q-cap {q_cap:g}", param_hint="'--q-min'")
+    if fixed_schedule and threat_model != "server":
+        raise click.BadParameter("applies to --threat-model server only", param_hint="'--fixed-schedule'")
+    if fixed_schedule and client_rate * rounds < 0.5:
+        raise click.BadParameter(f"needs round(--client-rate x --rounds) >= 1 rounds, got "
+                                 f"round({client_rate:g} x {rounds}) = 0", param_hint="'--fixed-schedule'")
     budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed)
-    run = RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model)
+    run = RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model, fixed_schedule)
     methods = [method] + [m for m in METHODS if m != method] if compare else [method]
     with library_errors(), status(fmt, "personalizing") as update:
         calibration = None
@@ -163,7 +171,8 @@ def _plot(path: Path, curve: EpsilonCurve, chosen: Personalization, run: RecordS
           delta: float) -> None:
     feasible = chosen.feasible
     qs = np.geomspace(feasible.q_min, feasible.q_cap, 400)
-    title = (f"rPDP-FL, {run.threat_model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
+    model = run.threat_model + (", fixed schedule" if run.fixed_schedule else "")
+    title = (f"rPDP-FL, {model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
              f"T = {run.rounds}, lambda = {run.client_rate:g}, delta = {delta:g}")
     draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title)
 
@@ -208,9 +217,15 @@ def _table_row(s: dict) -> dict:
     q = (f"{s['q_min']:.4g} / {s['q_median']:.4g} / {s['q_max']:.4g}" if s["q_min"] is not None
          else None)
     return {"method": s["method"], "seconds": s["seconds"] + s["check_seconds"], "q": q,
-            "unused": s["unused_mean"], "overspent": s["overspent"],
+            "unused": s["unused_mean"], "overspent": _overspent_text(s),
             "overspend_max": s["overspend_max"],
             "r2": f"{s['r2']:.6f}" if s.get("r2") is not None else None}
+
+
+def _overspent_text(s: dict) -> int | str:
+    if s["overspent_up_to"] == s["overspent"]:
+        return s["overspent"]
+    return f"at least {s['overspent']} / up to {s['overspent_up_to']}"
 
 
 def _method_text(result: Personalization) -> str:
@@ -248,12 +263,30 @@ def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
                                + (["those below get q = 0 (never sampled)"] if off.low else []))
         notes.append(f"outside the feasible range: {off.message(feasible)}; {action}")
     for s in summaries:
-        if s["overspent"]:
-            notes.append(f"{s['method']}: {s['overspent']} of {s['records']} records OVERSPEND their "
-                         f"budget (by up to {s['overspend_max']:.4g}, {100 * s['overspend_max_relative']:.3g}%"
-                         f"); a fitted inverse is not a bound")
-        elif s["method"] != "scf":
-            notes.append(f"{s['method']}: every record's epsilon spent <= its budget (re-checked)")
+        notes.append(_method_note(s))
     if out is None:
         notes.append("per-record rates were not written; add --out q.csv")
     return notes
+
+
+def _method_note(s: dict) -> str:
+    """What was checked about each method's epsilon spent, in one line."""
+    name, records = s["method"], s["records"]
+    if name != "scf":
+        # The epsilon spent is epsilon*(q) of the rate handed out, evaluated while searching and
+        # compared with the budget there; nothing is re-accounted a second time.
+        return (f"{name}: every record's epsilon spent, epsilon*(q) evaluated at the rate it "
+                "was given, is <= its budget")
+    how = "a fitted inverse is not a bound; every rate was re-accounted (" + s["check"] + ")"
+    over, up_to = s["overspent"], s["overspent_up_to"]
+    if up_to == 0:
+        return f"scf: no record overspends its budget in this run; {how}"
+    if over == up_to:
+        count = f"{over} of {records} records OVERSPEND their budget"
+    else:
+        count = (f"at least {over} / up to {up_to} of {records} records OVERSPEND their budget "
+                 "(status overspent / possibly-overspent in --out)")
+    if over:
+        count += (f" (by up to {s['overspend_max']:.4g}, {100 * s['overspend_max_relative']:.3g}%"
+                  + (" where certain)" if over != up_to else ")"))
+    return f"scf: {count}; {how}"
