@@ -10,10 +10,15 @@ same weight, the weight sum n being public; the weighted average then has l2-sen
 2 W C / n with W = max weight = 1 (weights are capped at 1, so W = 1 is the conservative
 choice). A round adds Gaussian noise of std (multiplier x 2C/n) and is accounted, as the paper
 does with the moments accountant of TF-Privacy, as one Poisson-subsampled Gaussian step with
-that multiplier at the participant sampling rate q (the add/remove pair with shift 2C/n; the
-replace-one pair, shifts a and b with |a - b| <= 2C/n, never has a larger Renyi divergence, which
-tests/accountants/test_dropout.py checks by quadrature). `DropoutRound` gives the noise
-multipliers in units of that sensitivity; `dropout_epsilon` turns one into epsilon.
+that multiplier at the participant sampling rate q: the add/remove pair with shift 2C/n'. The
+replace-one pair has shifts a, b with |a| <= C/n' and |b| <= C/n' (each participant's
+contribution w_i u_i / n', ||u_i|| <= C, w_i <= 1); |a - b| <= 2C/n' alone is not enough (two
+shifts far from 0 break it). tests/accountants/test_dropout.py checks by quadrature that the
+replace pair's Renyi divergence never exceeds the accounted one; that check covers the RDP
+accountant only. For pld/prv there is no proof here: the same file composes the replace pair's
+PLD with dp-accounting in a few settings and checks the printed pld epsilon is above it.
+`DropoutRound` gives the noise multipliers in units of that sensitivity; `dropout_epsilon` turns
+one into epsilon.
 
 Three noise multipliers matter per round, with n_ref = n (Algorithm 2) or n_0 (Algorithm 3):
 
@@ -27,6 +32,19 @@ Three noise multipliers matter per round, with n_ref = n (Algorithm 2) or n_0 (A
   average with independent noises of multipliers z sqrt(n'/n_ref) and z; together they are one
   Gaussian observation with 1/m^2 = 1/z^2 + n_ref/(n' z^2), so m = z / sqrt(1 + n_ref/n').
   The paper's analysis covers only the released model; this third figure is ours.
+
+Who gets the subsampling amplification. The server draws the sample U^t itself (Algorithm 2
+line 11, Algorithm 3 line 16), so it knows in which rounds the user took part: against it a run
+is K ~ Bin(T, q) plain Gaussian rounds of multiplier m, K known. Its RDP is exactly
+T/(alpha-1) ln(1 - q + q e^{(alpha-1) alpha / (2 m^2)}) (the Renyi moment of a mixture over the
+observed K; the untrusted formula of accountants/personalized.py with one Gaussian step), and its
+delta(eps) is exactly E_K[delta_Gauss(eps; sqrt(K)/m)] (`server_epsilon`). Only observers who do
+not know U^t (outsiders who see the released models) get the Poisson-subsampled figure.
+
+A coalition of surviving participants of weight k knows its own noise shares: against the
+released model it sees the other survivors' noise only, multiplier z sqrt((n'-k)/n') calibrated,
+z sqrt((n'-k)/n_ref) without calibration (`DropoutRound.coalition_multiplier`); in Algorithm 3 it
+also learns who was sampled, so it is accounted like the server (`server_epsilon`).
 """
 from __future__ import annotations
 
@@ -37,14 +55,23 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from scipy.special import log_ndtr, ndtr
+from scipy.stats import binom
+
 from .account import record_level
 from .calibrate import calibrate_steps
 from .composition import rdp_epsilon
+from .conversion import rdp_to_dp
 from .mechanism import SubsampledGaussian
+from .orders import order_stages, resolve_orders
 
 #: How the paper accounted Table 2: TF-Privacy's RDP accountant (§VI), i.e. its legacy order
 #: list and the classic RDP-to-DP conversion eps = rho + log(1/delta)/(alpha - 1).
 PAPER_ACCOUNTING = {"accountant": "rdp", "conversion": "classic", "orders": "tf-privacy"}
+
+#: Participation counts K whose upper tail is lighter than this get delta 1 in
+#: `known_participation_delta`: a bound that costs nothing at any delta worth asking for.
+TAIL_MASS = 1e-20
 
 
 def participant_weights(examples: Sequence[int], n_max: int) -> np.ndarray:
@@ -115,6 +142,18 @@ class DropoutRound:
         """z / sqrt(1 + n_ref / n'): the server sees lines 19 and 22 of Algorithm 2 (module doc)."""
         return z / math.sqrt(1.0 + self.reference / self.alive_weight_sum)
 
+    def coalition_multiplier(self, z: float, weight: float, calibrated: bool = True) -> float:
+        """What surviving participants of total weight k see in the released model (module doc).
+
+        They know their own shares, so only the other survivors' noise is left: variance
+        (n' - k) x 4 C^2 z^2 / n'^2 calibrated (line 22), (n' - k) x 4 C^2 z^2 / (n_ref n'^2)
+        without calibration (line 15), over the sensitivity 2C/n'.
+        """
+        if not 0 <= weight < self.alive_weight_sum:
+            raise ValueError(f"coalition weight must be in [0, n' = {self.alive_weight_sum:g}), got {weight:g}")
+        rest = self.alive_weight_sum - weight
+        return z * math.sqrt(rest / (self.alive_weight_sum if calibrated else self.reference))
+
     def calibration_variance(self, z: float, clip: float, weight: float = 1.0) -> float:
         """Variance of the fresh noise a survivor of weight w adds: n' w sigma'^2 = 4 C^2 z^2 w / n'.
 
@@ -160,22 +199,125 @@ def max_rounds(multiplier: float, q: float, budget: float, delta: float, *, acco
     def epsilon_of(rounds: int) -> float:
         return dropout_epsilon(multiplier, q, rounds, delta, accountant=accountant,
                                conversion=conversion, orders=orders)
+    return _most_rounds(epsilon_of, budget)
+
+
+def known_participation_rdp(orders: np.ndarray, multiplier: float, q: float, rounds: int) -> np.ndarray:
+    """RDP of `rounds` rounds against an observer who knows in which ones the user took part.
+
+    T/(alpha-1) ln(1 - q + q e^{(alpha-1) alpha / (2 m^2)}): the user is in K ~ Bin(T, q) rounds,
+    each a plain Gaussian of multiplier m (RDP alpha / (2 m^2)); the observer sees K, so the Renyi
+    moment is E_K[e^{(alpha-1) K alpha / (2 m^2)}] (the untrusted model of
+    accountants/personalized.py, slides ch. 3 II, with one Gaussian step per round).
+    """
+    _check_round(multiplier, q, rounds)
+    a = np.asarray(orders, dtype=float)
+    x = (a - 1.0) * a / (2.0 * multiplier**2)
+    if q == 1.0:
+        return rounds * a / (2.0 * multiplier**2)
+    with np.errstate(over="ignore"):
+        # log1p for tiny x (full precision), log-sum-exp for large x (no overflow)
+        moderate = np.log1p(q * np.expm1(np.minimum(x, 30.0)))
+        large = np.logaddexp(math.log1p(-q), math.log(q) + x)
+    return rounds * np.where(x <= 30.0, moderate, large) / (a - 1.0)
+
+
+def gaussian_delta(eps: float, mu: np.ndarray) -> np.ndarray:
+    """delta(eps) of a Gaussian pair at distance mu (multiplier 1/mu): Balle & Wang 2018, Thm. 8.
+
+    Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2); 0 at mu = 0.
+    """
+    mu = np.asarray(mu, dtype=float)
+    safe = np.where(mu > 0, mu, 1.0)
+    value = ndtr(-eps / safe + safe / 2) - np.exp(eps + log_ndtr(-eps / safe - safe / 2))
+    return np.where(mu > 0, np.maximum(value, 0.0), 0.0)
+
+
+def known_participation_delta(eps: float, multiplier: float, q: float, rounds: int) -> float:
+    """Exact delta(eps) against an observer who knows the participation count K ~ Bin(T, q).
+
+    Given K = k the view is k Gaussian rounds, i.e. one Gaussian at distance sqrt(k)/m, and the
+    observed K splits the outputs, so delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)]. K beyond a
+    point whose upper tail has mass below 1e-20 are counted with delta 1 (an upper bound).
+    """
+    _check_round(multiplier, q, rounds)
+    top = rounds if q == 1.0 else int(min(rounds, binom.isf(TAIL_MASS, rounds, q) + 1))
+    ks = np.arange(top + 1)
+    weights = binom.pmf(ks, rounds, q)
+    tail = 0.0 if top >= rounds else float(binom.sf(top, rounds, q))
+    return float(np.sum(weights * gaussian_delta(eps, np.sqrt(ks) / multiplier)) + tail)
+
+
+def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, *, accountant: str = "rdp",
+                   conversion: str = "improved", orders="default") -> float:
+    """Epsilon after `rounds` rounds against the server, which draws the sample U^t itself.
+
+    accountant "rdp": `known_participation_rdp` with the chosen conversion and orders (a bound);
+    "pld" / "prv": the exact `known_participation_delta`, inverted by bisection (the upper end is
+    returned, so the figure is never below the exact epsilon).
+    """
+    if not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1), got {delta}")
+    if accountant == "rdp":
+        grid_all = resolve_orders(orders)
+        conv = None
+        for grid in order_stages(grid_all, orders):
+            conv = rdp_to_dp(grid, known_participation_rdp(grid, multiplier, q, rounds),
+                             math.log(delta), conversion)
+            if conv.order is not None and conv.order != grid[-1]:
+                break
+        return conv.epsilon
+    if accountant not in ("pld", "prv"):
+        raise ValueError(f"accountant must be one of rdp, pld, prv, got {accountant!r}")
+
+    def excess(eps: float) -> float:
+        return known_participation_delta(eps, multiplier, q, rounds) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while excess(hi) > 0:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-10 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if excess(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def server_max_rounds(multiplier: float, q: float, budget: float, delta: float, *, accountant: str = "rdp",
+                      conversion: str = "improved", orders="default") -> int:
+    """The most rounds whose `server_epsilon` stays within `budget` (0 when one round exceeds it)."""
+    def epsilon_of(rounds: int) -> float:
+        return server_epsilon(multiplier, q, rounds, delta, accountant=accountant,
+                              conversion=conversion, orders=orders)
+    return _most_rounds(epsilon_of, budget)
+
+
+def _most_rounds(epsilon_of: Callable[[int], float], budget: float) -> int:
     if epsilon_of(1) > budget:
         return 0
     return int(calibrate_steps(epsilon_of, budget).value)
 
 
-
 def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rounds: Sequence[int],
                    budgets: Sequence[float], delta: float, *, accounting: dict, paper: dict | None = None,
+                   coalition: float | None = None,
                    progress: Callable[[str], None] | None = None) -> tuple[list[dict], list[dict]]:
     """Epsilon after each round count and the most rounds per budget, per dropout rate, both without
     and with calibration.
 
     Returns (results, limits): one entry per (dropout, rounds | budget, calibrated) with the
-    multiplier of the released model and its `epsilon` / `max_rounds`, the server's view
-    (`server_multiplier`, `server_epsilon` / `server_max_rounds`: the calibration messages exist
-    only when calibrating) and, given `paper` accounting, `paper_epsilon` / `paper_max_rounds`.
+    multiplier of the released model and its `epsilon` / `max_rounds` (Poisson-subsampled: an
+    observer who does not know U^t), the server's view (`server_multiplier`, `server_epsilon` /
+    `server_max_rounds`: no amplification, the server draws U^t; the calibration messages exist
+    only when calibrating), given `paper` accounting, `paper_epsilon` / `paper_max_rounds`, and
+    given a `coalition` weight k, what surviving participants of that weight see
+    (`coalition_multiplier`, `coalition_epsilon` / `coalition_max_rounds`), accounted like the
+    server: in Algorithm 3 they know U^t, and the known-participation figure bounds the other case
+    too (forgetting K is post-processing).
     """
     accountings = {"ours": accounting, **({"paper": paper} if paper else {})}
 
@@ -187,6 +329,14 @@ def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rou
     def most(multiplier: float, budget: float, which: str) -> int:
         return max_rounds(multiplier, q, budget, delta, **accountings[which])
 
+    @lru_cache(maxsize=None)
+    def server_eps(multiplier: float, t: int) -> float:
+        return server_epsilon(multiplier, q, t, delta, **accounting)
+
+    @lru_cache(maxsize=None)
+    def server_most(multiplier: float, budget: float) -> int:
+        return server_max_rounds(multiplier, q, budget, delta, **accounting)
+
     results: list[dict] = []
     limits: list[dict] = []
     for dropout, rd in scenarios.items():
@@ -195,21 +345,30 @@ def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rou
         for calibrated in (False, True):
             m = rd.calibrated_multiplier(z) if calibrated else rd.uncalibrated_multiplier(z)
             server = rd.server_view_multiplier(z) if calibrated else m
+            colluding = None if coalition is None else rd.coalition_multiplier(z, coalition, calibrated)
             for t in rounds:
                 entry = {"dropout": dropout, "rounds": t, "calibrated": calibrated, "multiplier": m,
                          "epsilon": eps(m, t, "ours"), "server_multiplier": server,
-                         "server_epsilon": eps(server, t, "ours")}
+                         "server_epsilon": server_eps(server, t)}
                 if paper:
                     entry["paper_epsilon"] = eps(m, t, "paper")
+                if colluding is not None:
+                    entry.update(coalition_multiplier=colluding, coalition_epsilon=server_eps(colluding, t))
                 results.append(entry)
             for b in budgets:
                 entry = {"dropout": dropout, "budget": b, "calibrated": calibrated, "multiplier": m,
                          "max_rounds": most(m, b, "ours"), "server_multiplier": server,
-                         "server_max_rounds": most(server, b, "ours")}
+                         "server_max_rounds": server_most(server, b)}
                 if paper:
                     entry["paper_max_rounds"] = most(m, b, "paper")
+                if colluding is not None:
+                    entry.update(coalition_multiplier=colluding, coalition_max_rounds=server_most(colluding, b))
                 limits.append(entry)
     return results, limits
+
+
+def _check_round(multiplier: float, q: float, rounds: int) -> None:
+    SubsampledGaussian(multiplier, q, rounds)  # the same checks as the released-model accounting
 
 
 def _check_dropout(dropout: float) -> None:

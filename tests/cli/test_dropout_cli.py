@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from accountants.dropout import dropout_epsilon, rate_only_round
+from accountants.dropout import dropout_epsilon, rate_only_round, server_epsilon, server_max_rounds, weighted_round
 
 from .invoke import command_runner
 
@@ -60,12 +60,13 @@ def test_weighted_participants_lose_the_heaviest():
 def test_table_and_csv():
     result = run(*BASE, "--dropout", "0,0.1", "--rounds", "100", "--budget", "2")
     assert result.exit_code == 0, result.output
-    for text in ("epsilon after T rounds", "most rounds within budget", "paper", "Assumptions", "server view"):
+    for text in ("epsilon after T rounds", "most rounds within budget", "paper", "Assumptions", "server view",
+                 "none, server", "yes, server"):
         assert text in result.output
     result = run(*BASE, "--dropout", "0.1", "--rounds", "100", "--format", "csv", "--no-paper")
     lines = result.output.strip().splitlines()
     assert lines[0] == "kind,dropout,calibrated,view,accounting,multiplier,rounds,epsilon,budget,max_rounds"
-    assert len(lines) == 1 + 3  # uncalibrated, calibrated model view, calibrated server view
+    assert len(lines) == 1 + 4  # (uncalibrated, calibrated) x (released model, server view)
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -77,6 +78,8 @@ def test_table_and_csv():
     (["--dropout", "0.1", "--rounds", "10", "--examples", "10,20"], "--n-max"),
     (["--dropout", "0.9", "--rounds", "10", "--participants", "3"], "no participant"),
     (["--dropout", "0.1", "--rounds", "0"], "--rounds"),
+    (["--dropout", "0.1", "--rounds", "10", "--participants", "50", "--colluding", "45"], "--colluding"),
+    (["--dropout", "0.1", "--rounds", "10", "--colluding", "3"], "--colluding"),
 ])
 def test_bad_input_is_one_line_exit_2(args, needle):
     result = run(*BASE, *args)
@@ -84,3 +87,54 @@ def test_bad_input_is_one_line_exit_2(args, needle):
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert lines[-1].startswith("Error:") and needle in lines[-1]
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_server_view_is_not_amplified_by_sampling(accountant):
+    """The reviewer's repro: the server draws the sample, so its figures are the known-participation
+    ones (accounted by the library's server_epsilon), far above the released model's."""
+    doc = run_json(*BASE, "--dropout", "0,0.1", "--participants", "50", "--rounds", "100,1000", "--no-paper",
+                   "--accountant", accountant)
+    for e in doc["results"]:
+        assert e["server_epsilon"] == pytest.approx(
+            server_epsilon(e["server_multiplier"], 0.01, e["rounds"], 1e-5, accountant=accountant), rel=1e-12)
+        assert e["server_epsilon"] > 3 * e["epsilon"]
+    text = doc["assumptions"]["server view (server rows)"]
+    assert "Bin(T, q)" in text and "line 11" in text
+    assert ("ln(1 - q + q e^" in text) == (accountant == "rdp")
+    assert "outsiders" in doc["assumptions"]["released model (model rows)"]
+
+
+def test_assumptions_name_rate_only_mode_calibration_dropouts_and_coalitions():
+    rates = run_json(*BASE, "--dropout", "0.1", "--rounds", "10", "--no-paper")["assumptions"]
+    assert "n'/n = 1 - dropout exactly" in rates["participants"] and "6/7" in rates["participants"]
+    assert "no dropouts during the calibration step" in rates["dropouts"]
+    assert "z sqrt((n'-k)/n')" in rates["colluding participants"]
+    assert "outsiders" in rates["calibrated, released model"]
+    given = run_json(*BASE, "--dropout", "0.1", "--rounds", "10", "--no-paper", "--participants", "7")
+    assert given["assumptions"]["participants"].startswith("7 sampled per round")
+    assert given["calibration"][0]["alive_fraction"] == pytest.approx(6 / 7)
+
+
+def test_colluding_survivors_get_their_own_rows():
+    """--colluding K: survivors of weight K subtract their own shares (z sqrt((n'-K)/n') calibrated)
+    and, knowing U^t in Algorithm 3, get no sampling amplification."""
+    doc = run_json(*BASE, "--dropout", "0.1", "--participants", "50", "--rounds", "100", "--budget", "8",
+                   "--colluding", "10", "--no-paper")
+    rd = weighted_round([1.0] * 50, 0.1)
+    for e in doc["results"] + doc["max_rounds"]:
+        assert e["coalition_multiplier"] == pytest.approx(rd.coalition_multiplier(1.0, 10, e["calibrated"]))
+    calibrated = next(e for e in doc["results"] if e["calibrated"])
+    assert calibrated["coalition_multiplier"] == pytest.approx((35 / 45) ** 0.5)
+    assert calibrated["coalition_epsilon"] == pytest.approx(
+        server_epsilon(calibrated["coalition_multiplier"], 0.01, 100, 1e-5), rel=1e-12)
+    assert calibrated["coalition_epsilon"] > 3 * calibrated["epsilon"]
+    for e in doc["max_rounds"]:
+        assert e["coalition_max_rounds"] == server_max_rounds(e["coalition_multiplier"], 0.01, 8.0, 1e-5)
+    assert "coalition rows: k = 10" in doc["assumptions"]["colluding participants"]
+    csv = run(*BASE, "--dropout", "0.1", "--participants", "50", "--rounds", "100", "--colluding", "10",
+              "--no-paper", "--format", "csv").output.strip().splitlines()
+    assert len(csv) == 1 + 2 * 3 and sum(",coalition," in line for line in csv) == 2
+    table = run(*BASE, "--dropout", "0.1", "--participants", "50", "--rounds", "100", "--colluding", "10")
+    assert "yes, coalition" in table.output and "none, coalition" in table.output
+    assert "coalition" not in run(*BASE, "--dropout", "0.1", "--rounds", "100").output.split("Assumptions")[0]

@@ -16,10 +16,18 @@ from ..render import emit
 from .mechanism_flags import accounting_label, mechanism_flags
 
 SETTINGS = [  # (view, calibrated, label in the table)
-    ("none", False, "none"),
+    ("released", False, "none, model"),
+    ("server", False, "none, server"),
+    ("coalition", False, "none, coalition"),
     ("released", True, "yes, model"),
     ("server", True, "yes, server"),
+    ("coalition", True, "yes, coalition"),
 ]
+VIEW_FIELDS = {  # view -> (multiplier, epsilon, most rounds) fields of a report entry
+    "released": ("multiplier", "epsilon", "max_rounds"),
+    "server": ("server_multiplier", "server_epsilon", "server_max_rounds"),
+    "coalition": ("coalition_multiplier", "coalition_epsilon", "coalition_max_rounds"),
+}
 CSV_FIELDS = ["kind", "dropout", "calibrated", "view", "accounting", "multiplier", "rounds", "epsilon",
               "budget", "max_rounds"]
 
@@ -41,6 +49,9 @@ CSV_FIELDS = ["kind", "dropout", "calibrated", "view", "accounting", "multiplier
 @click.option("--n-max", type=PositiveInt(), default=None, help="Example limit n_max for --examples.")
 @click.option("--min-weight-sum", "n0", type=PositiveFloat(), default=None,
               help="n_0 of Algorithm 3: first noise shares drawn for weight sum n_0 <= n.")
+@click.option("--colluding", "coalition", type=PositiveFloat(), default=None,
+              help="Weight sum k of colluding surviving participants: adds their view "
+                   "(multiplier z sqrt((n'-k)/n'), no sampling amplification).")
 @click.option("--clip", type=PositiveFloat(), default=1.0, show_default=True,
               help="Clipping bound C, for the calibration noise variance.")
 @click.option("--paper/--no-paper", "paper", default=True, show_default=True,
@@ -48,7 +59,7 @@ CSV_FIELDS = ["kind", "dropout", "calibrated", "view", "accounting", "multiplier
 @mechanism_flags(("rdp", "pld", "prv"))
 @format_option
 @config_option
-def command(z, q, dropouts, rounds, budgets, participants, examples, n_max, n0, clip, paper, delta,
+def command(z, q, dropouts, rounds, budgets, participants, examples, n_max, n0, coalition, clip, paper, delta,
             accountant, conversion, orders, fmt):
     """Epsilon spent when a fraction of the sampled participants drop out each round.
 
@@ -67,23 +78,37 @@ def command(z, q, dropouts, rounds, budgets, participants, examples, n_max, n0, 
     rounds, budgets = sorted(set(rounds or [])), sorted(set(budgets or []))
     with library_errors():
         scenarios = {r: _scenario(r, participants, examples, n_max, n0) for r in dropouts}
+    if coalition is not None:
+        _check_coalition(coalition, scenarios, participants, examples)
     ours = {"accountant": accountant, "conversion": conversion, "orders": orders}
     with library_errors(), status(fmt) as update:
         results, limits = dropout_report(z, q, scenarios, rounds, budgets, delta, accounting=ours,
-                                         paper=PAPER_ACCOUNTING if paper else None, progress=update)
+                                         paper=PAPER_ACCOUNTING if paper else None, coalition=coalition,
+                                         progress=update)
 
     known = participants is not None or bool(examples)
     calibration = [_calibration_entry(r, rd, z, clip, known) for r, rd in scenarios.items()]
-    assumptions = _assumptions(z, q, delta, ours, paper, participants, examples, n_max, n0, clip)
+    assumptions = _assumptions(z, q, delta, ours, paper, participants, examples, n_max, n0, clip, coalition)
     notes = _notes(scenarios, n0)
     document = {"command": "dropout", "assumptions": assumptions, "results": results,
                 "max_rounds": limits, "calibration": calibration, "notes": notes}
     if fmt == "table":
-        _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptions, notes, ours)
+        _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptions, notes, coalition)
     elif fmt == "json":
         emit("uldp dropout", [], [], fmt, document=document)
     else:
-        emit("uldp dropout", [(k, k) for k in CSV_FIELDS], _csv_rows(results, limits, paper, ours), fmt)
+        emit("uldp dropout", [(k, k) for k in CSV_FIELDS],
+             _csv_rows(results, limits, paper, ours, coalition), fmt)
+
+
+def _check_coalition(coalition: float, scenarios: dict[float, DropoutRound], participants, examples) -> None:
+    if participants is None and not examples:
+        raise click.UsageError("--colluding needs the participants: give --participants or --examples")
+    for dropout, rd in scenarios.items():
+        if coalition >= rd.alive_weight_sum:
+            raise click.BadParameter(f"coalition weight {coalition:g} must be below the surviving weight sum "
+                                     f"n' = {rd.alive_weight_sum:g} (dropout {dropout:g})",
+                                     param_hint="'--colluding'")
 
 
 def _scenario(dropout: float, participants, examples, n_max, n0) -> DropoutRound:
@@ -117,36 +142,37 @@ def _calibration_entry(dropout: float, rd: DropoutRound, z: float, clip: float, 
             "variance_ratio": rd.reference / rd.alive_weight_sum}
 
 
-def _pivot(entries: list[dict], which: list[str], fields: dict[str, str], column: str) -> list[dict]:
+def _pivot(entries: list[dict], which: list[str], field: int, paper_field: str, column: str,
+           coalition: float | None) -> list[dict]:
     """One row per (dropout, calibration setting, accounting), one column per `column` value.
 
-    `fields` names the entry field each accounting reads ("server" for the server's view).
+    `field` indexes VIEW_FIELDS (1: epsilon, 2: most rounds); `paper_field` is read for the paper.
     """
     rows = []
     for r in dict.fromkeys(e["dropout"] for e in entries):
-        for key, calibrated, text in SETTINGS:
+        for view, calibrated, text in SETTINGS:
+            if view == "coalition" and coalition is None:
+                continue
             for w in which:
-                if key == "server" and w == "paper":
+                if view != "released" and w == "paper":
                     continue  # the paper accounts the released model only
                 chosen = [e for e in entries if e["dropout"] == r and e["calibrated"] == calibrated]
-                field = fields["server" if key == "server" and w == "ours" else w]
+                name = paper_field if w == "paper" else VIEW_FIELDS[view][field]
                 row = {"dropout": r, "setting": text, "accounting": w}
-                row.update({f"{column}{e[column]}": e[field] for e in chosen})
+                row.update({f"{column}{e[column]}": e[name] for e in chosen})
                 rows.append(row)
     return rows
 
 
-def _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptions, notes, ours) -> None:
+def _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptions, notes, coalition) -> None:
     which = ["ours", "paper"] if paper else ["ours"]
     leading = [("dropout", "dropout"), ("setting", "calibration"), ("accounting", "accounting")]
     if rounds:
-        rows = _pivot(results, which, {"ours": "epsilon", "server": "server_epsilon",
-                                       "paper": "paper_epsilon"}, "rounds")
+        rows = _pivot(results, which, 1, "paper_epsilon", "rounds", coalition)
         columns = leading + [(f"rounds{t}", f"T={t:g}") for t in rounds]
         emit("uldp dropout: epsilon after T rounds", columns, rows, "table")
     if budgets:
-        rows = _pivot(limits, which, {"ours": "max_rounds", "server": "server_max_rounds",
-                                      "paper": "paper_max_rounds"}, "budget")
+        rows = _pivot(limits, which, 2, "paper_max_rounds", "budget", coalition)
         columns = leading + [(f"budget{b}", f"eps <= {b:g}") for b in budgets]
         emit("uldp dropout: most rounds within budget", columns, rows, "table")
     columns = [("dropout", "dropout"), ("alive_fraction", "n'/n"), ("share_variance", "first share (l.15)"),
@@ -155,20 +181,22 @@ def _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptio
          assumptions=assumptions, notes=notes)
 
 
-def _csv_rows(results, limits, paper, ours) -> list[dict]:
+def _csv_rows(results, limits, paper, ours, coalition) -> list[dict]:
     rows = []
-    views = [("ours", "released", "epsilon", "max_rounds"),
-             ("ours", "server", "server_epsilon", "server_max_rounds")]
+    views = [("ours", "released"), ("ours", "server")]
+    if coalition is not None:
+        views.append(("ours", "coalition"))
     if paper:
-        views.append(("paper", "released", "paper_epsilon", "paper_max_rounds"))
+        views.append(("paper", "released"))
     for kind, entries in (("epsilon", results), ("max_rounds", limits)):
         for e in entries:
-            for which, view, eps_field, rounds_field in views:
-                if view == "server" and not e["calibrated"]:
-                    continue
+            for which, view in views:
+                multiplier, eps_field, rounds_field = VIEW_FIELDS[view]
+                if which == "paper":
+                    eps_field, rounds_field = "paper_epsilon", "paper_max_rounds"
                 row = {"kind": kind, "dropout": e["dropout"], "calibrated": e["calibrated"], "view": view,
                        "accounting": "paper" if which == "paper" else accounting_label(**ours),
-                       "multiplier": e["server_multiplier"] if view == "server" else e["multiplier"]}
+                       "multiplier": e[multiplier]}
                 if kind == "epsilon":
                     row.update(rounds=e["rounds"], epsilon=e[eps_field])
                 else:
@@ -177,36 +205,59 @@ def _csv_rows(results, limits, paper, ours) -> list[dict]:
     return rows
 
 
-def _assumptions(z, q, delta, ours, paper, participants, examples, n_max, n0, clip) -> dict:
+def _assumptions(z, q, delta, ours, paper, participants, examples, n_max, n0, clip, coalition=None) -> dict:
+    server_accounting = ("RDP T/(a-1) ln(1 - q + q e^{(a-1) a/(2 m^2)}), converted as ours"
+                         if ours["accountant"] == "rdp" else
+                         "exact delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)], K ~ Bin(T, q), inverted by "
+                         "bisection (no PLD/PRV discretisation needed)")
     out = {
-        "mechanism": (f"each round one Poisson-subsampled Gaussian step, participant sampling rate "
-                      f"q = {q:g}, "
-                      f"intended noise multiplier z = {z:g}; the same dropout rate in every round"),
+        "mechanism": (f"each round every participant is sampled with probability q = {q:g} "
+                      f"(Poisson), intended noise multiplier z = {z:g}; the same dropout rate in every round"),
         "neighbouring": ("one participant's update replaced by another of the same weight, weight sum public "
-                         "(Propositions 1-2): sensitivity 2C/n' of the weighted average, weights <= 1"),
+                         "(Propositions 1-2): sensitivity 2C/n' of the weighted average, weights <= 1; "
+                         "accounted as the add/remove pair with shift 2C/n' (the replace pair has both "
+                         "shifts |a|, |b| <= C/n')"),
+        "released model (model rows)": ("one Poisson-subsampled Gaussian step per round at rate q: subsampling "
+                                        "amplification holds only for observers who do not know the sample "
+                                        "U^t (outsiders who see the released models)"),
+        "server view (server rows)": ("no amplification: the server draws U^t itself (Algorithm 2 line 11, "
+                                      "Algorithm 3 line 16), so it sees a plain Gaussian of multiplier m in "
+                                      "the K ~ Bin(T, q) rounds the user takes part in, K known to it; "
+                                      + server_accounting),
         "no calibration": "multiplier z sqrt(n'/n_ref) (shares drawn for n_ref, sensitivity 2C/n', §IV-B)",
-        "calibrated, released model": ("multiplier z: an observer of the released models only "
+        "calibrated, released model": ("multiplier z: outsiders who see the released models only "
                                        "(Algorithm 2 lines 21-24)"),
         "calibrated, server view": ("multiplier z / sqrt(1 + n_ref/n'): the honest-but-curious server holds "
                                     "the uncalibrated aggregate (line 19) and every calibration message "
                                     "(line 22), two independent noisy copies of the same average"),
+        "colluding participants": ("not covered by the z figure: surviving participants of weight k know "
+                                   "their own shares and see multiplier z sqrt((n'-k)/n') calibrated, "
+                                   "z sqrt((n'-k)/n_ref) uncalibrated; in Algorithm 3 they also know U^t, "
+                                   "so they are accounted like the server (no amplification); "
+                                   + (f"coalition rows: k = {coalition:g}" if coalition is not None
+                                      else "give --colluding K for their rows")),
         "dropouts": ("not data-dependent and not part of the sampling; the heaviest participants drop "
-                     "(worst case) when weights are given"),
+                     "(worst case) when weights are given; no dropouts during the calibration step "
+                     "(lines 21-22, §V-B)"),
         "delta": f"{delta:g}",
         "accounting (ours)": accounting_label(**ours),
-        "calibration column": ("none = no calibration; yes, model = calibrated, released model; "
-                               "yes, server = calibrated, server view"),
+        "calibration column": ("none / yes = without / with calibration; model = released model "
+                               "(outsiders); server = the server's view; coalition = colluding survivors"),
     }
     if ours["accountant"] == "rdp":
         out["orders"] = orders_label(ours["orders"])
     if paper:
         out["accounting (paper)"] = ("as the paper's Table 2: TF-Privacy RDP, classic conversion "
                                    "eps = rho + log(1/delta)/(alpha-1), "
-                                   + orders_label(PAPER_ACCOUNTING["orders"]))
+                                   + orders_label(PAPER_ACCOUNTING["orders"]) + "; released model only")
     if participants is not None:
         out["participants"] = f"{participants} sampled per round, weight 1 each"
-    if examples:
+    elif examples:
         out["participants"] = f"{len(examples)} sampled per round, w_i = min(n_i/{n_max}, 1)"
+    else:
+        out["participants"] = ("rates only: n'/n = 1 - dropout exactly; with N participants of weight 1 "
+                               "the real n'/n is floor((1 - dropout) N)/N (6/7 for 7 at 10%): give "
+                               "--participants for that")
     out["n_ref"] = (f"n_0 = {n0:g} (Algorithm 3)" if n0 is not None
                     else "n, the sampled weight sum (Algorithm 2)")
     out["clip"] = f"C = {clip:g} (variances per coordinate)"
