@@ -64,6 +64,7 @@ from .composition import rdp_epsilon
 from .conversion import rdp_to_dp
 from .mechanism import SubsampledGaussian
 from .orders import order_stages, resolve_orders
+from .participation import known_participation_rdp
 
 #: How the paper accounted Table 2: TF-Privacy's RDP accountant (§VI), i.e. its legacy order
 #: list and the classic RDP-to-DP conversion eps = rho + log(1/delta)/(alpha - 1).
@@ -200,26 +201,6 @@ def max_rounds(multiplier: float, q: float, budget: float, delta: float, *, acco
         return dropout_epsilon(multiplier, q, rounds, delta, accountant=accountant,
                                conversion=conversion, orders=orders)
     return _most_rounds(epsilon_of, budget)
-
-
-def known_participation_rdp(orders: np.ndarray, multiplier: float, q: float, rounds: int) -> np.ndarray:
-    """RDP of `rounds` rounds against an observer who knows in which ones the user took part.
-
-    T/(alpha-1) ln(1 - q + q e^{(alpha-1) alpha / (2 m^2)}): the user is in K ~ Bin(T, q) rounds,
-    each a plain Gaussian of multiplier m (RDP alpha / (2 m^2)); the observer sees K, so the Renyi
-    moment is E_K[e^{(alpha-1) K alpha / (2 m^2)}] (the untrusted model of
-    accountants/personalized.py, slides ch. 3 II, with one Gaussian step per round).
-    """
-    _check_round(multiplier, q, rounds)
-    a = np.asarray(orders, dtype=float)
-    x = (a - 1.0) * a / (2.0 * multiplier**2)
-    if q == 1.0:
-        return rounds * a / (2.0 * multiplier**2)
-    with np.errstate(over="ignore"):
-        # log1p for tiny x (full precision), log-sum-exp for large x (no overflow)
-        moderate = np.log1p(q * np.expm1(np.minimum(x, 30.0)))
-        large = np.logaddexp(math.log1p(-q), math.log(q) + x)
-    return rounds * np.where(x <= 30.0, moderate, large) / (a - 1.0)
 
 
 def gaussian_delta(eps: float, mu: np.ndarray) -> np.ndarray:

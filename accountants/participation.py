@@ -31,12 +31,14 @@ def known_participation_rdp(orders: np.ndarray, sigma: float, q: float, rounds: 
     if not 0 < q <= 1:
         raise ValueError(f"q must be in (0, 1], got {q}")
     alphas = np.asarray(orders, dtype=float)
-    gaussian = (alphas - 1.0) * alphas / (2.0 * sigma**2)
+    x = (alphas - 1.0) * alphas / (2.0 * sigma**2)
     if q >= 1.0:
-        log_mix = gaussian
-    else:
-        log_mix = np.logaddexp(math.log1p(-q), math.log(q) + gaussian)
-    return rounds * log_mix / (alphas - 1.0)
+        return rounds * alphas / (2.0 * sigma**2)
+    with np.errstate(over="ignore"):
+        # log1p for small x keeps full precision; log-sum-exp for large x does not overflow.
+        moderate = np.log1p(q * np.expm1(np.minimum(x, 30.0)))
+        large = np.logaddexp(math.log1p(-q), math.log(q) + x)
+    return rounds * np.where(x <= 30.0, moderate, large) / (alphas - 1.0)
 
 
 def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: float, *,
