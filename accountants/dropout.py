@@ -327,24 +327,21 @@ def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rou
             m = rd.calibrated_multiplier(z) if calibrated else rd.uncalibrated_multiplier(z)
             server = rd.server_view_multiplier(z) if calibrated else m
             colluding = None if coalition is None else rd.coalition_multiplier(z, coalition, calibrated)
-            for t in rounds:
-                entry = {"dropout": dropout, "rounds": t, "calibrated": calibrated, "multiplier": m,
-                         "epsilon": eps(m, t, "ours"), "server_multiplier": server,
-                         "server_epsilon": server_eps(server, t)}
+
+            def entry(key: str, value: float, released: Callable, seen: Callable, name: str) -> dict:
+                """One result (name "epsilon", per round count) or limit ("max_rounds", per budget)."""
+                out = {"dropout": dropout, key: value, "calibrated": calibrated, "multiplier": m,
+                       name: released(m, value, "ours"), "server_multiplier": server,
+                       f"server_{name}": seen(server, value)}
                 if paper:
-                    entry["paper_epsilon"] = eps(m, t, "paper")
+                    out[f"paper_{name}"] = released(m, value, "paper")
                 if colluding is not None:
-                    entry.update(coalition_multiplier=colluding, coalition_epsilon=server_eps(colluding, t))
-                results.append(entry)
-            for b in budgets:
-                entry = {"dropout": dropout, "budget": b, "calibrated": calibrated, "multiplier": m,
-                         "max_rounds": most(m, b, "ours"), "server_multiplier": server,
-                         "server_max_rounds": server_most(server, b)}
-                if paper:
-                    entry["paper_max_rounds"] = most(m, b, "paper")
-                if colluding is not None:
-                    entry.update(coalition_multiplier=colluding, coalition_max_rounds=server_most(colluding, b))
-                limits.append(entry)
+                    out["coalition_multiplier"] = colluding
+                    out[f"coalition_{name}"] = seen(colluding, value)
+                return out
+
+            results += [entry("rounds", t, eps, server_eps, "epsilon") for t in rounds]
+            limits += [entry("budget", b, most, server_most, "max_rounds") for b in budgets]
     return results, limits
 
 
