@@ -195,7 +195,9 @@ class EpsilonCurve:
     def assumptions(self) -> dict[str, str]:
         conversion = ("improved, ULDP-FL Lemma 2" if self.conversion == "improved"
                       else "classic, eps = rho + log(1/delta)/(alpha-1) (as in the slides)")
-        return {**self.run.assumptions(), "delta": f"{self.delta:g}", "conversion": conversion,
+        return {**self.run.assumptions(), "delta": f"{self.delta:g}",
+                "accountant": "RDP (Mironov et al. 2019, binomial sum at integer orders)",
+                "conversion": conversion,
                 "orders": orders_description(self.orders),
                 "bound": "every epsilon is an upper bound at this delta"}
 

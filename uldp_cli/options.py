@@ -6,7 +6,9 @@ Every rejection goes through `ParamType.fail`, so the user sees Click's one line
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -102,6 +104,21 @@ class PositiveInt(click.ParamType):
         if number < 1:
             self.fail(f"{_shown(value)} is not a positive integer.", param, ctx)
         return number
+
+
+class OutputFile(click.Path):
+    """A file the command will write: refused before any work when its directory is missing or
+    not writable (the write itself is atomic, uldp_cli/files.py)."""
+
+    def __init__(self) -> None:
+        super().__init__(dir_okay=False, writable=True, path_type=Path)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        path = super().convert(value, param, ctx)
+        directory = Path(path).resolve().parent
+        if not directory.is_dir() or not os.access(directory, os.W_OK):
+            self.fail(f"{path}: directory {directory} does not exist or is not writable", param, ctx)
+        return path
 
 
 class CommaList(click.ParamType):

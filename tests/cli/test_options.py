@@ -96,3 +96,20 @@ def test_comma_list_accepts_yaml_shapes() -> None:
     assert ints.convert(3, None, None) == [3]
     with pytest.raises(click.BadParameter, match="nested"):
         ints.convert([[1], 2], None, None)
+
+
+@pytest.mark.parametrize("command", [
+    ["account", "--sigma", "5", "--q", "0.01", "--steps", "10", "--k", "2", "--plot"],
+    ["personalize", "--distribution", "three-levels", "--sigma", "20", "--tau", "1", "--rounds", "1",
+     "--out"],
+    ["train", "--algo", "uldp-avg", "--dataset", "heart-disease", "--metrics"],
+    ["bench", "protocol", "--plot"],
+])
+def test_an_output_file_in_a_missing_directory_is_refused_before_any_work(tmp_path, command):
+    from uldp_cli.main import cli
+
+    target = tmp_path / "missing" / "out.png"
+    result = CliRunner().invoke(cli, [*command, str(target)])
+    assert result.exit_code == 2
+    assert "does not exist or is not writable" in result.output
+    assert len(result.output.strip().splitlines()) == 1

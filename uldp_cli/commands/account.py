@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import click
 
@@ -15,7 +14,7 @@ from ..accounting_options import (accounting_options, algorithm_options, build_p
                                   common_assumptions, expand_methods, method_labels)
 from ..config import config_option
 from ..errors import library_errors
-from ..options import PositiveFloat, Probability, format_option
+from ..options import OutputFile, PositiveFloat, Probability, format_option
 from ..progress import status
 from ..render import emit
 
@@ -33,7 +32,7 @@ CSV_FIELDS = ["algorithm", "level", "k", "method", "accountant", "conversion", "
 @click.option("--steps", type=click.IntRange(min=0), default=None, help="Number of steps T.")
 @accounting_options(many=True)
 @algorithm_options(many=True)
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
+@click.option("--plot", type=OutputFile(), default=None,
               help="Also draw epsilon against k for each group method (PNG), as ULDP-FL Fig. 2.")
 @format_option
 @config_option

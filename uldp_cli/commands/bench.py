@@ -8,7 +8,7 @@ from uldp_cli.machine import describe_machine
 
 from ..config import config_option
 from ..errors import library_errors
-from ..options import PositiveFloat, PositiveInt, comma_list_option, format_option
+from ..options import OutputFile, PositiveFloat, PositiveInt, comma_list_option, format_option
 from ..render import emit
 
 # Short headers so that the table fits 80 columns; the assumptions block says what each means.
@@ -48,7 +48,7 @@ def command() -> None:
               help="Also time silo 0's straightforward weighting (|U| d full exponentiations).")
 @click.option("--workers", type=PositiveInt(), default=None,
               help="Processes for the fast silo weighting [default: one per core].")
-@click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--plot", type=OutputFile(), default=None,
               help="Write a PNG of seconds against params and users.")
 @format_option
 @config_option

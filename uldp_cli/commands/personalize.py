@@ -1,7 +1,6 @@
 """`uldp personalize`: per-record sampling probabilities from per-record budgets (rPDP-FL)."""
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -19,7 +18,7 @@ from accountants.sampling_rates import (BISECT_TOLERANCE, DEFAULT_Q_MIN, INFEASI
 
 from ..config import config_option
 from ..errors import library_errors, one_line
-from ..options import OpenUnitInterval, PositiveFloat, PositiveInt, Probability, format_option
+from ..options import OpenUnitInterval, OutputFile, PositiveFloat, PositiveInt, Probability, format_option
 from ..personalize_io import Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
@@ -80,11 +79,9 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
                    "q = 0), exclude (q = 0), or fail.")
 @click.option("--tolerance", type=PositiveFloat(), default=BISECT_TOLERANCE, show_default=True,
               help="Absolute tolerance in q of --method bisect.")
-@click.option("--out", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-              callback=lambda ctx, param, path: _output_path(path, param),
+@click.option("--out", type=OutputFile(), default=None,
               help="Write every record's id, budget, q, epsilon spent and status to this CSV.")
-@click.option("--plot", type=click.Path(dir_okay=False, writable=True, path_type=Path), default=None,
-              callback=lambda ctx, param, path: _output_path(path, param),
+@click.option("--plot", type=OutputFile(), default=None,
               help="Draw epsilon*(q), the SCF fit and the records' (q, budget) to this PNG.")
 @format_option
 @config_option
@@ -138,16 +135,6 @@ def command(budgets_path, budget_column, id_column, distribution, records, seed,
             with _writing(plot, "--plot"):
                 _plot(plot, curve, chosen, run, delta)
     _render(fmt, budgets, run, curve, calibration, results, infeasible, out, plot)
-
-
-def _output_path(path: Path | None, param: click.Parameter) -> Path | None:
-    """Refuse, before any work, an output file whose directory does not exist or is not writable."""
-    if path is not None:
-        directory = path.resolve().parent
-        if not directory.is_dir() or not os.access(directory, os.W_OK):
-            raise click.BadParameter(f"{path}: directory {directory} does not exist or is not writable",
-                                     param=param)
-    return path
 
 
 @contextmanager

@@ -8,7 +8,7 @@ import click
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
-from ..options import OpenUnitInterval, PositiveFloat, PositiveInt, Probability, format_option
+from ..options import OpenUnitInterval, OutputFile, PositiveFloat, PositiveInt, Probability, format_option
 from ..render import emit
 
 ALGOS = ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w")
@@ -78,12 +78,12 @@ class GroupK(click.ParamType):
               help="--secure: Paillier modulus bits.")
 @click.option("--test-keys", is_flag=True, help="--secure: allow small, INSECURE keys (tests only).")
 @click.option("--loop", is_flag=True, help="Train users one by one (the slow reference path).")
-@click.option("--metrics", "metrics_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--metrics", "metrics_path", type=OutputFile(), default=None,
               help="Write one line per round to FILE.jsonl or FILE.csv.")
 @click.option("--checkpoint", "checkpoint_dir", type=click.Path(file_okay=False), default=None,
               help="Directory for a checkpoint after every round.")
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint in --checkpoint.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_path", type=OutputFile(), default=None,
               help="Draw utility, loss and epsilon against rounds to this PNG.")
 @click.option("--device", type=click.Choice(["cpu", "cuda"]), default="cpu", show_default=True,
               help="cuda: train on the GPU (must be present).")
