@@ -1,7 +1,7 @@
 """Epsilon, by RDP, of a sequential composition of Poisson-subsampled Gaussian mechanisms.
 
 RDP composes by addition (ULDP-FL Lemma 1), so a run of T steps is T times the one-step curve.
-The one-step curves are cached: searching for the most rounds under a budget, or accounting a
+The one-step curves are cached (`accountants.rdp.step_rdp`): searching for the most rounds under a budget, or accounting a
 table of round counts, asks for the same mechanism at many T, and the one-step RDP (binomial
 sums of Mironov et al. 2019) is the whole cost. Orders and conversion are handled exactly as in
 `accountants.account.record_level`, so a single mechanism gets the same epsilon.
@@ -9,7 +9,6 @@ sums of Mironov et al. 2019) is the whole cost. Orders and conversion are handle
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from typing import Sequence
 
 import numpy as np
@@ -17,14 +16,7 @@ import numpy as np
 from .conversion import rdp_to_dp
 from .mechanism import SubsampledGaussian
 from .orders import order_stages, resolve_orders
-from .rdp import subsampled_gaussian_rdp
-
-
-@lru_cache(maxsize=1024)
-def _step_curve(sigma: float, q: float, orders: tuple[float, ...]) -> np.ndarray:
-    curve = subsampled_gaussian_rdp(np.asarray(orders), sigma, q)
-    curve.flags.writeable = False  # shared by every caller through the cache
-    return curve
+from .rdp import step_rdp
 
 
 def rdp_epsilon(parts: Sequence[tuple[float, float, int]], delta: float, conversion: str = "improved",
@@ -40,10 +32,9 @@ def rdp_epsilon(parts: Sequence[tuple[float, float, int]], delta: float, convers
     grid_all = resolve_orders(orders)
     conv = None
     for grid in order_stages(grid_all, orders):
-        key = tuple(grid.tolist())
         rdp = np.zeros(grid.size)
         for sigma, q, steps in parts:
-            rdp = rdp + steps * _step_curve(float(sigma), float(q), key)
+            rdp = rdp + steps * step_rdp(SubsampledGaussian(sigma, q, steps), grid)
         conv = rdp_to_dp(grid, rdp, math.log(delta), conversion)
         if conv.order is not None and conv.order != grid[-1]:
             break

@@ -162,8 +162,20 @@ def mechanism_rdp(mechanism: Mechanism, orders: np.ndarray) -> np.ndarray:
 
 
 def step_rdp(mechanism: SubsampledGaussian, orders: np.ndarray) -> np.ndarray:
-    """RDP of a single step of `mechanism` at each order."""
-    return subsampled_gaussian_rdp(orders, mechanism.sigma, mechanism.q)
+    """RDP of a single step of `mechanism` at each order (read-only; cached).
+
+    Remembered per (sigma, q, orders): a training run accounts T, then T + 1 steps of the same
+    step, and the max-rounds searches many step counts, so the curve is computed once.
+    """
+    key = tuple(np.asarray(orders, dtype=float).tolist())
+    return _step_curve(float(mechanism.sigma), float(mechanism.q), key)
+
+
+@lru_cache(maxsize=1024)
+def _step_curve(sigma: float, q: float, orders: tuple[float, ...]) -> np.ndarray:
+    curve = subsampled_gaussian_rdp(np.asarray(orders), sigma, q)
+    curve.flags.writeable = False  # shared by every caller through the cache
+    return curve
 
 
 # Elements (sampling rates x binomial terms) per block of `subsampled_gaussian_rdp_grid`: big
