@@ -52,3 +52,16 @@ def test_impossible_or_bad_requests(args, needle):
     result = CliRunner().invoke(cli, ["calibrate", *args])
     assert result.exit_code == 2 and needle in result.output
     assert len([l for l in result.output.splitlines() if l.strip()]) == 1
+
+
+def test_a_tight_accountant_is_calibrated_even_where_rdp_finds_no_step():
+    # One step spends 4.729 by RDP but 4.378 by PLD: the RDP starting hint must not stop it.
+    from click.testing import CliRunner
+
+    from uldp_cli.main import cli
+
+    result = CliRunner().invoke(cli, ["calibrate", "--epsilon", "4.5", "--q", "1", "--sigma", "1",
+                                      "--accountant", "pld", "--format", "json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output)
+    assert doc["steps"] == 1 and doc["epsilon"] <= 4.5 and doc["accountant"] == "pld"

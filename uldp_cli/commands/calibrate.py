@@ -49,26 +49,25 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
                           silo_sizes=silo_sizes, batch_size=batch_size, record_q=record_q,
                           local_epochs=local_epochs, k=group_k)
 
-    def epsilon(s: float, t: int) -> float:
+    def epsilon(s: float, t: int, accountant: str = accountant, method: str = method) -> float:
         mechanism = plan(s, t).mechanism
         if effective_k == 1:
             return record_level(mechanism, delta, accountant, conversion, orders).epsilon
         return group_level(mechanism, delta, effective_k, method, conversion, orders).epsilon
 
+    # A PLD group bound uses no RDP: name the accountant that produced the number.
+    used = "pld" if effective_k > 1 and method == "pld" else accountant
+
     def _rdp_hint(s: float, target: float) -> int | None:
         # A tight accountant costs a second or more per evaluation: start its search from the
-        # answer of the RDP bound (tens of milliseconds each). It only saves evaluations.
-        tight = (accountant != "rdp") if effective_k == 1 else (method == "pld")
-        if not tight:
+        # answer of the RDP bound (tens of milliseconds each). It only saves evaluations, so
+        # when the looser bound finds nothing (one step already over budget) there is no hint.
+        if used == "rdp":
             return None
-        if effective_k == 1:
-            def loose(t: int) -> float:
-                return record_level(plan(s, t).mechanism, delta, "rdp", conversion, orders).epsilon
-        else:
-            def loose(t: int) -> float:
-                return group_level(plan(s, t).mechanism, delta, effective_k, "normal", conversion,
-                                   orders).epsilon
-        return int(calibrate_steps(loose, target).value)
+        try:
+            return int(calibrate_steps(lambda t: epsilon(s, t, "rdp", "normal"), target).value)
+        except ValueError:
+            return None
 
     plan(sigma or 1.0, length or 1)  # validate the algorithm's options before searching
     with library_errors(), status(fmt, "calibrating") as update:
@@ -87,13 +86,11 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
            "steps": steps_out, "epsilon": found.epsilon, "budget": budget, "delta": delta,
            "meets_budget": found.epsilon <= budget, "k": effective_k,
            "method": "record" if effective_k == 1 else method,
-           "accountant": "pld" if effective_k > 1 and method == "pld" else accountant,
+           "accountant": used,
            "conversion": conversion if accountant == "rdp" or method != "pld" else None,
            "algorithm": algo, "evaluations": found.evaluations}
     if algo:
         row["rounds"] = steps_out
-    # A PLD group bound uses no RDP: name the accountant that produced the number.
-    used = "pld" if effective_k > 1 and method == "pld" else accountant
     assumptions = common_assumptions(delta, conversion, orders, [used])
     assumptions.update(final.assumptions)
     if effective_k > 1:
