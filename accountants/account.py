@@ -13,7 +13,7 @@ from typing import Callable, Iterable, Sequence
 from .conversion import CONVERSIONS, rdp_to_dp
 from .group import normal_group, rdp_group
 from .mechanism import Mechanism
-from .orders import order_stages, resolve_orders
+from .orders import best_over_stages, resolve_orders
 from .profile import RdpProfile
 
 ACCOUNTANTS = ("rdp", "pld", "prv")
@@ -71,10 +71,8 @@ def record_level(mechanism: Mechanism, delta: float, accountant: str = "rdp",
     _check(delta, [1], [], [accountant], conversion)
     if accountant == "rdp":
         profile = profile or RdpProfile(mechanism)
-        for grid in order_stages(resolve_orders(orders), orders):
-            conv = rdp_to_dp(grid, profile.at(grid), math.log(delta), conversion)
-            if conv.order is not None and conv.order != grid[-1]:
-                break
+        conv = best_over_stages(resolve_orders(orders), orders, lambda grid: rdp_to_dp(
+            grid, profile.at(grid), math.log(delta), conversion))
         return Guarantee(conv.epsilon, delta, 1, "record", "record", "rdp", conversion,
                          conv.order, conv.order, 1)
     if accountant == "pld":

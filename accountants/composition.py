@@ -15,7 +15,7 @@ import numpy as np
 
 from .conversion import rdp_to_dp
 from .mechanism import SubsampledGaussian
-from .orders import order_stages, resolve_orders
+from .orders import best_over_stages, resolve_orders
 from .rdp import step_rdp
 
 
@@ -27,15 +27,11 @@ def rdp_epsilon(parts: Sequence[tuple[float, float, int]], delta: float, convers
     """
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    for sigma, q, steps in parts:
-        SubsampledGaussian(sigma, q, steps)  # validates each part
-    grid_all = resolve_orders(orders)
-    conv = None
-    for grid in order_stages(grid_all, orders):
-        rdp = np.zeros(grid.size)
-        for sigma, q, steps in parts:
-            rdp = rdp + steps * step_rdp(SubsampledGaussian(sigma, q, steps), grid)
-        conv = rdp_to_dp(grid, rdp, math.log(delta), conversion)
-        if conv.order is not None and conv.order != grid[-1]:
-            break
+    mechanisms = [SubsampledGaussian(sigma, q, steps) for sigma, q, steps in parts]
+
+    def at(grid: np.ndarray):
+        rdp = sum((m.steps * step_rdp(m, grid) for m in mechanisms), np.zeros(grid.size))
+        return rdp_to_dp(grid, rdp, math.log(delta), conversion)
+
+    conv = best_over_stages(resolve_orders(orders), orders, at)
     return conv.epsilon

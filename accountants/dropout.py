@@ -56,15 +56,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from scipy.special import log_ndtr, ndtr
-from scipy.stats import binom
 
 from .account import record_level
 from .calibrate import calibrate_steps
 from .composition import rdp_epsilon
-from .conversion import rdp_to_dp
 from .mechanism import SubsampledGaussian
-from .orders import order_stages, resolve_orders
-from .participation import known_participation_rdp
+from .participation import known_participation_epsilon
 
 #: How the paper accounted Table 2: TF-Privacy's RDP accountant (§VI), i.e. its legacy order
 #: list and the classic RDP-to-DP conversion eps = rho + log(1/delta)/(alpha - 1).
@@ -221,6 +218,8 @@ def known_participation_delta(eps: float, multiplier: float, q: float, rounds: i
     observed K splits the outputs, so delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)]. K beyond a
     point whose upper tail has mass below 1e-20 are counted with delta 1 (an upper bound).
     """
+    from scipy.stats import binom  # scipy.stats costs 0.4 s of start-up; only this path needs it
+
     _check_round(multiplier, q, rounds)
     top = rounds if q == 1.0 else int(min(rounds, binom.isf(TAIL_MASS, rounds, q) + 1))
     ks = np.arange(top + 1)
@@ -240,14 +239,8 @@ def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, *, ac
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
     if accountant == "rdp":
-        grid_all = resolve_orders(orders)
-        conv = None
-        for grid in order_stages(grid_all, orders):
-            conv = rdp_to_dp(grid, known_participation_rdp(grid, multiplier, q, rounds),
-                             math.log(delta), conversion)
-            if conv.order is not None and conv.order != grid[-1]:
-                break
-        return conv.epsilon
+        return known_participation_epsilon(multiplier, q, rounds, delta, conversion=conversion,
+                                           orders=orders).epsilon
     if accountant not in ("pld", "prv"):
         raise ValueError(f"accountant must be one of rdp, pld, prv, got {accountant!r}")
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .conversion import epsilon_curve, rdp_to_dp
-from .orders import DEFAULT_ORDERS, order_stages, resolve_orders
+from .orders import DEFAULT_ORDERS, best_over_stages, resolve_orders
 from .profile import RdpProfile
 from .rdp import MAX_EXACT_ORDER
 
@@ -68,10 +68,8 @@ def rdp_group(profile: RdpProfile, k: int, log_delta: float, orders_spec="defaul
     if base.size == 0:
         return GroupBound(math.inf, None, None, 2**c,
                           note=f"no order >= {2 ** (c + 1)} in the order set (Lemma 6 needs alpha >= 2^(c+1))")
-    for stage in order_stages(beta, orders_spec):
-        conv = rdp_to_dp(stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion)
-        if conv.order is not None and conv.order != stage[-1]:
-            break
+    conv = best_over_stages(beta, orders_spec, lambda stage: rdp_to_dp(
+        stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion))
     base_order = None if conv.order is None else conv.order * 2**c
     note = "" if k == 2**c else f"k={k} accounted as a group of {2 ** c} (next power of two)"
     return GroupBound(conv.epsilon, conv.order, base_order, 2**c, note=note)
@@ -88,11 +86,8 @@ def normal_group(profile: RdpProfile, k: int, log_delta: float, orders_spec="def
     always keeping a feasible end (the returned bound is checked feasible, never interpolated).
     """
     full = resolve_orders(orders_spec)
-    for orders in order_stages(full, orders_spec):
-        bound = _normal_group_at(profile, k, log_delta, orders, conversion)
-        if bound.order is not None and bound.order != orders[-1]:
-            break
-    return bound
+    return best_over_stages(full, orders_spec,
+                            lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion))
 
 
 def _normal_group_at(profile: RdpProfile, k: int, log_delta: float, orders: np.ndarray,

@@ -5,7 +5,11 @@ that is too coarse gives a valid but loose bound; it never gives an invalid one.
 """
 from __future__ import annotations
 
+from typing import Callable, TypeVar
+
 import numpy as np
+
+T = TypeVar("T")
 
 #: The legacy TF-Privacy / Opacus set: [1 + x/10 for x in 1..99] + 12..63.
 TF_PRIVACY_ORDERS: np.ndarray = np.array(
@@ -62,6 +66,17 @@ def orders_label(spec: str | list[float] | tuple[float, ...] | np.ndarray) -> st
         return f"{spec} ({arr.size} orders, {arr[0]:g}..{arr[-1]:g})"
     arr = resolve_orders(spec)
     return f"custom ({arr.size} orders, {arr[0]:g}..{arr[-1]:g})"
+
+
+def best_over_stages(orders: np.ndarray, spec, best_at: Callable[[np.ndarray], T]) -> T:
+    """`best_at(stage)` (a result with an `.order`) for each of `order_stages` in turn, stopping
+    at the first stage whose best order is inside it rather than at its largest order."""
+    result = None
+    for stage in order_stages(orders, spec):
+        result = best_at(stage)
+        if result.order is not None and result.order != stage[-1]:
+            break
+    return result
 
 
 def order_stages(orders: np.ndarray, spec) -> list[np.ndarray]:

@@ -21,7 +21,7 @@ import math
 import numpy as np
 
 from .conversion import Conversion, rdp_to_dp
-from .orders import resolve_orders
+from .orders import best_over_stages, resolve_orders
 
 
 def known_participation_rdp(orders: np.ndarray, sigma: float, q: float, rounds: int) -> np.ndarray:
@@ -31,14 +31,21 @@ def known_participation_rdp(orders: np.ndarray, sigma: float, q: float, rounds: 
     if not 0 < q <= 1:
         raise ValueError(f"q must be in (0, 1], got {q}")
     alphas = np.asarray(orders, dtype=float)
-    x = (alphas - 1.0) * alphas / (2.0 * sigma**2)
     if q >= 1.0:
         return rounds * alphas / (2.0 * sigma**2)
+    return rounds * log_poisson_mixture(q, (alphas - 1.0) * alphas / (2.0 * sigma**2)) / (alphas - 1.0)
+
+
+def log_poisson_mixture(rate: float, x: np.ndarray) -> np.ndarray:
+    """ln(1 - rate + rate e^x), elementwise, for rate in (0, 1) and x >= 0.
+
+    log1p keeps full precision when x is tiny; for large x the same quantity as a log-sum-exp,
+    which cannot overflow ((alpha - 1) tau rho can be in the tens of thousands).
+    """
     with np.errstate(over="ignore"):
-        # log1p for small x keeps full precision; log-sum-exp for large x does not overflow.
-        moderate = np.log1p(q * np.expm1(np.minimum(x, 30.0)))
-        large = np.logaddexp(math.log1p(-q), math.log(q) + x)
-    return rounds * np.where(x <= 30.0, moderate, large) / (alphas - 1.0)
+        moderate = np.log1p(rate * np.expm1(np.minimum(x, 30.0)))
+        large = np.logaddexp(math.log1p(-rate), math.log(rate) + x)
+    return np.where(x <= 30.0, moderate, large)
 
 
 def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: float, *,
@@ -47,6 +54,5 @@ def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: floa
     """Epsilon at `delta` for an observer who knows the rounds the user took part in."""
     if not 0 < delta < 1:
         raise ValueError(f"delta must be in (0, 1), got {delta}")
-    grid = resolve_orders(orders)
-    return rdp_to_dp(grid, known_participation_rdp(grid, sigma, q, rounds), math.log(delta),
-                     conversion)
+    return best_over_stages(resolve_orders(orders), orders, lambda grid: rdp_to_dp(
+        grid, known_participation_rdp(grid, sigma, q, rounds), math.log(delta), conversion))

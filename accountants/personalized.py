@@ -39,6 +39,7 @@ import numpy as np
 from .calibrate import Calibration
 from .calibrate import calibrate_sigma as calibrate_noise
 from .conversion import CONVERSIONS, epsilon_curve
+from .participation import log_poisson_mixture
 from .rdp import subsampled_gaussian_rdp_grid
 
 THREAT_MODELS = ("untrusted", "server")
@@ -155,14 +156,8 @@ def fl_rdp(run: RecordSampledFL, qs: np.ndarray, orders: np.ndarray) -> np.ndarr
     # Untrusted parties, and a server that sees the Poisson participation: the same bound.
     if run.client_rate == 1.0:
         return run.rounds * local
-    lam = run.client_rate
-    x = (orders - 1.0) * local  # (alpha - 1) tau rho, which can be in the tens of thousands
-    with np.errstate(over="ignore"):
-        # ln(1 - lambda + lambda e^x): log1p keeps full precision when x is tiny; for large x
-        # the same quantity as a log-sum-exp, which cannot overflow.
-        moderate = np.log1p(lam * np.expm1(np.minimum(x, 30.0)))
-        large = np.logaddexp(math.log1p(-lam), math.log(lam) + x)
-    return run.rounds * np.where(x <= 30.0, moderate, large) / (orders - 1.0)
+    # ln(1 - lambda + lambda e^{(alpha - 1) tau rho}) per round
+    return run.rounds * log_poisson_mixture(run.client_rate, (orders - 1.0) * local) / (orders - 1.0)
 
 
 class EpsilonCurve:
