@@ -95,29 +95,27 @@ def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
     """
     if not budget > 0:
         raise ValueError(f"epsilon budget must be > 0, got {budget}")
-    calls = 0
+    seen: dict[int, float] = {}  # each step count is accounted once
 
     def eps(steps: int) -> float:
-        nonlocal calls
-        calls += 1
-        if progress:
-            progress(calls)
-        return epsilon_of(steps)
+        if steps not in seen:
+            seen[steps] = epsilon_of(steps)
+            if progress:
+                progress(len(seen))
+        return seen[steps]
 
     first = eps(1)
     if first > budget:
         raise ValueError(f"even one step spends epsilon {first:.4g} > budget {budget:g}; "
                          "raise sigma or the budget, or lower the sampling rate")
     good, bad = _bracket_steps(eps, budget, max_steps, start)
-    if bad is None:
-        return Calibration(good, epsilon_of(good), calls + 1)
-    while bad - good > 1:
+    while bad is not None and bad - good > 1:
         mid = (good + bad) // 2
         if eps(mid) <= budget:
             good = mid
         else:
             bad = mid
-    return Calibration(good, epsilon_of(good), calls + 1)
+    return Calibration(good, eps(good), len(seen))
 
 
 def _bracket_steps(eps: Callable[[int], float], budget: float, max_steps: int,
