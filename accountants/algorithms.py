@@ -104,6 +104,16 @@ def _silo_count(silos: int | None, silo_sizes: Sequence[int] | None) -> int | No
     return silos
 
 
+def dp_sgd_rate(batch_size: int, silo_size: int) -> float:
+    """ULDP-GROUP-k's record sampling rate gamma_s = min(1, batch / |D'_s|) (Algorithm 2)."""
+    return min(1.0, batch_size / silo_size)
+
+
+def dp_sgd_steps(local_epochs: int, rate: float) -> int:
+    """DP-SGD steps per round for Q local epochs at sampling rate gamma: ceil(Q / gamma)."""
+    return math.ceil(local_epochs / rate - 1e-9)  # the tolerance keeps Q / 0.1 = 10 at 10
+
+
 def _plan_group(*, sigma: float, rounds: int, silo_sizes: Sequence[int] | None, n_silos: int | None,
                 batch_size: int | None, record_q: float | None, local_epochs: int, k: int | None,
                 user_q: float) -> Plan:
@@ -123,12 +133,11 @@ def _plan_group(*, sigma: float, rounds: int, silo_sizes: Sequence[int] | None, 
             raise ValueError("--batch-size needs --silo-sizes (the record count of each silo)")
         if batch_size < 1:
             raise ValueError(f"batch size must be >= 1, got {batch_size}")
-        rates = [min(1.0, batch_size / n) for n in silo_sizes]
+        rates = [dp_sgd_rate(batch_size, n) for n in silo_sizes]
         sampling = (f"Poisson, gamma_s = batch {batch_size} / silo size "
                     f"({', '.join(f'{g:.4g}' for g in rates)})")
-    mechanisms = tuple(
-        SubsampledGaussian(sigma, g, rounds * math.ceil(local_epochs / g - 1e-9)) for g in rates
-    )
+    mechanisms = tuple(SubsampledGaussian(sigma, g, rounds * dp_sgd_steps(local_epochs, g))
+                       for g in rates)
     unique = tuple(dict.fromkeys(mechanisms))
     mechanism: Mechanism = unique[0] if len(unique) == 1 else ParallelSilos(unique)
     steps = ", ".join(str(m.steps) for m in unique)

@@ -135,6 +135,7 @@ class AggregationServer:
         missing = set(range(self.params.silos)) - received.keys()
         if missing:
             raise RuntimeError(f"round {round_index}: no masked sum yet from silos {sorted(missing)}")
+        del self._sums[round_index]  # a whole run keeps one server: hold one round's ciphertexts
         pk, sk = self.public_key, self.private_key
         encoding = self.params.encoding
         bound = encoding.aggregate_bound(self.params.users, self.params.silos)

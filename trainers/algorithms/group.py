@@ -23,6 +23,8 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
+from accountants.algorithms import dp_sgd_rate, dp_sgd_steps
+
 from ..per_user import ranks_within_user, flat_parameters
 from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users)
 
@@ -50,11 +52,6 @@ def contribution_flags(users: np.ndarray, k: int, rng: np.random.Generator) -> n
     """
     ranks = ranks_within_user(users, rng.random(len(users)))
     return ranks < k
-
-
-def sampling_rates(kept_sizes: list[int], batch_size: int) -> list[float]:
-    """gamma_s = min(1, batch / |D'_s|) for every silo with kept records."""
-    return [min(1.0, batch_size / n) for n in kept_sizes if n > 0]
 
 
 class UldpGroup:
@@ -87,8 +84,8 @@ class UldpGroup:
         like = next(iter(params.values()))
         if n_kept == 0:
             return SiloDelta(silo.silo, torch.zeros(ctx.n_params, dtype=like.dtype, device=like.device))
-        gamma = min(1.0, cfg.batch_size / n_kept)
-        steps = math.ceil(cfg.local_epochs / gamma - 1e-9)  # as plan_algorithm counts them
+        gamma = dp_sgd_rate(cfg.batch_size, n_kept)
+        steps = dp_sgd_steps(cfg.local_epochs, gamma)  # the schedule the accountant counts
         usable = np.flatnonzero(kept & plan.sampled[silo.users])
         local = dp_sgd(ctx, params, silo.x, silo.y, usable, gamma=gamma, lot_size=cfg.batch_size,
                        steps=steps, cfg=cfg, rng=rng)
