@@ -22,7 +22,6 @@ import argparse
 import dataclasses
 import json
 import os
-import platform
 import sys
 import time
 
@@ -39,6 +38,7 @@ from trainers.models import build_model, default_model_name, loss_for, parameter
 from trainers.per_user import (LocalTraining, batched_user_deltas, clip_rows,  # noqa: E402
                                loop_user_deltas, vectorises_well)
 from trainers.runner import build_silos, round_rngs  # noqa: E402
+from uldp_cli.machine import describe_machine  # noqa: E402
 
 SETTINGS = [("creditcard", 1000, 1), ("creditcard", 1000, 5), ("creditcard", 10000, 1),
             ("creditcard", 10000, 5), ("mnist", 100, 1)]
@@ -48,12 +48,12 @@ def _setup(dataset: str, users: int, data_path: str | None, device: str):
     data = load_dataset(dataset, users=users, silos=5, seed=0,
                         path=data_path if dataset == "creditcard" else None)
     torch.manual_seed(0)
-    name = default_model_name(data.name, data.task, tuple(data.x_train.shape[1:]))
-    model = build_model(name, task=data.task, feature_shape=tuple(data.x_train.shape[1:]),
+    name = default_model_name(data.name, data.task, data.feature_shape)
+    model = build_model(name, task=data.task, feature_shape=data.feature_shape,
                         n_classes=data.n_classes).to(device)
     params = {k: v.detach() for k, v in model.named_parameters()}
     silos = build_silos(data, device)
-    counts = np.stack([np.bincount(s.users, minlength=data.n_users) for s in silos])
+    counts = data.user_silo_counts()
     ctx = Context(model, loss_for(data.task), data.n_users, data.n_silos, parameter_count(model), counts)
     return data, name, model, params, silos, ctx
 
@@ -144,8 +144,7 @@ def main(argv=None) -> None:
     settings = SETTINGS[:1] if args.quick else SETTINGS
     rows = [measure(d, u, e, data_path=args.data_path, device=args.device,
                     loop_budget=args.loop_budget, repeats=args.repeats) for d, u, e in settings]
-    machine = {"processor": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-               "torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device,
+    machine = {"machine": describe_machine(), "torch": torch.__version__, "threads": torch.get_num_threads(), "device": args.device,
                "load_average_at_end": os.getloadavg()}
     if args.format == "json":
         print(json.dumps({"benchmark": "per_user_training", "machine": machine, "settings": rows}, indent=2))

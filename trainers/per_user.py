@@ -60,15 +60,6 @@ def flat_parameters(params: dict[str, torch.Tensor]) -> torch.Tensor:
     return torch.cat([p.reshape(-1) for p in params.values()])
 
 
-def unflatten(vector: torch.Tensor, like: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Split a flat vector back into tensors shaped as `like`."""
-    out, start = {}, 0
-    for name, p in like.items():
-        out[name] = vector[start:start + p.numel()].view_as(p)
-        start += p.numel()
-    return out
-
-
 def clip_factors(deltas: torch.Tensor, clip: float) -> tuple[torch.Tensor, torch.Tensor]:
     """min(1, C / ||row||_2) for every row (Algorithm 3 line 16), and the rows' norms.
 

@@ -204,13 +204,13 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
           on_round: Callable[[dict], None] | None = None) -> TrainResult:
     """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData)."""
     task, metric = data.task, data.metric
-    model_name = model_name or default_model_name(data.name, task, tuple(data.x_train.shape[1:]))
+    model_name = model_name or default_model_name(data.name, task, data.feature_shape)
     torch.manual_seed(cfg.seed)
-    model = build_model(model_name, task=task, feature_shape=tuple(data.x_train.shape[1:]),
+    model = build_model(model_name, task=task, feature_shape=data.feature_shape,
                         n_classes=data.n_classes).to(device)
     params = {k: v.detach() for k, v in model.named_parameters()}
     silos = build_silos(data, device)
-    counts = np.stack([np.bincount(s.users, minlength=data.n_users) for s in silos])
+    counts = data.user_silo_counts()
     ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
     state = _load_checkpoint(checkpoint, cfg, data, device) if resume else None

@@ -157,6 +157,12 @@ def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -
     return torch.as_tensor(rng.normal(0.0, std, size=d), dtype=like.dtype, device=like.device)
 
 
+def zero_delta(params: dict[str, torch.Tensor], n_params: int) -> torch.Tensor:
+    """The flat update of a silo with nothing to train on, on the parameters' dtype and device."""
+    like = next(iter(params.values()))
+    return torch.zeros(n_params, dtype=like.dtype, device=like.device)
+
+
 def apply_delta(params: dict[str, torch.Tensor], step: torch.Tensor, scale: float) -> dict[str, torch.Tensor]:
     """x_{t+1} = x_t + scale * step, with `step` flat."""
     out, start = {}, 0

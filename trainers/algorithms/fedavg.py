@@ -10,14 +10,14 @@ import torch
 
 from ..per_user import flat_parameters
 from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users,
-                   sgd_epochs)
+                   sgd_epochs, zero_delta)
 
 
 def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.ndarray, ctx: Context,
                    cfg: TrainConfig, rng: np.random.Generator) -> torch.Tensor:
     """Delta x_s - x_t after Q epochs of SGD on the silo's records selected by `keep`."""
     if not keep.any():
-        return torch.zeros(ctx.n_params, dtype=next(iter(params.values())).dtype)
+        return zero_delta(params, ctx.n_params)
     idx = torch.as_tensor(np.flatnonzero(keep))
     local = sgd_epochs(ctx.model, params, silo.x[idx], silo.y[idx], ctx.loss_fn,
                        epochs=cfg.local_epochs, lr=cfg.lr, batch_size=cfg.batch_size, rng=rng)

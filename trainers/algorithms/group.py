@@ -26,7 +26,8 @@ from torch.func import functional_call, grad, vmap
 from accountants.algorithms import dp_sgd_rate, dp_sgd_steps
 
 from ..per_user import ranks_within_user, flat_parameters
-from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users)
+from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users,
+                   zero_delta)
 
 
 def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
@@ -81,9 +82,8 @@ class UldpGroup:
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
         kept = self.kept[silo.silo]
         n_kept = int(kept.sum())
-        like = next(iter(params.values()))
         if n_kept == 0:
-            return SiloDelta(silo.silo, torch.zeros(ctx.n_params, dtype=like.dtype, device=like.device))
+            return SiloDelta(silo.silo, zero_delta(params, ctx.n_params))
         gamma = dp_sgd_rate(cfg.batch_size, n_kept)
         steps = dp_sgd_steps(cfg.local_epochs, gamma)  # the schedule the accountant counts
         usable = np.flatnonzero(kept & plan.sampled[silo.users])
