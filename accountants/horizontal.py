@@ -91,26 +91,13 @@ def composed_epsilon(composition: Composition, sigma: float, delta: float, *, ac
     parts = [(rate, steps) for rate, steps in composition if steps > 0]
     if not parts:
         return 0.0
-    if accountant == "pld":
-        if len(parts) == 1:  # one mechanism: the shared accountant, identical to `uldp account`
-            rate, steps = parts[0]
-            return record_level(SubsampledGaussian(sigma, rate, steps), delta, "pld").epsilon
-        return _pld_epsilon(parts, sigma, delta)
+    if accountant == "pld":  # one holder gives exactly `uldp account --accountant pld`
+        from .pld import pld_epsilon_composed
+
+        return pld_epsilon_composed([SubsampledGaussian(sigma, rate, steps) for rate, steps in parts],
+                                    delta)
     # Lemma 1: the RDP curves of the holders' mechanisms add up
     return rdp_epsilon([(sigma, rate, steps) for rate, steps in parts], delta, conversion, orders)
-
-
-def _pld_epsilon(parts: list[tuple[float, int]], sigma: float, delta: float) -> float:
-    """dp-accounting's PLD accountant (pessimistic, add-or-remove) on the composed events."""
-    import dp_accounting
-    from dp_accounting.pld import pld_privacy_accountant
-
-    events = [dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(sigma)), steps)
-        for rate, steps in parts]
-    accountant = pld_privacy_accountant.PLDAccountant()
-    accountant.compose(dp_accounting.ComposedDpEvent(events))
-    return float(accountant.get_epsilon(delta))
 
 
 @dataclass(frozen=True)

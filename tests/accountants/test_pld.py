@@ -154,3 +154,22 @@ def test_mixture_step_matches_direct_hockey_stick():
     exact = brentq(lambda e: hockey(e) - delta, 0.0, 50.0, xtol=1e-10)
     ours = pld_epsilon(mech, delta, k=k)
     assert exact - 1e-6 <= ours <= exact * 1.01 + 1e-4
+
+
+def test_a_composition_of_different_mechanisms_on_one_adaptive_grid():
+    import dp_accounting
+    from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
+
+    from accountants.composition import rdp_epsilon
+    from accountants.pld import pld_epsilon_composed
+
+    a, b = SubsampledGaussian(20.0, 1e-3, 10_000), SubsampledGaussian(20.0, 2e-3, 5_000)
+    assert pld_epsilon_composed([a], DELTA) == pld_epsilon(a, DELTA)
+    ours = pld_epsilon_composed([a, b], DELTA)
+    fine = PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                         value_discretization_interval=1e-5)
+    for m in (a, b):
+        fine.compose(dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(m.q, dp_accounting.GaussianDpEvent(m.sigma)), m.steps))
+    assert ours == pytest.approx(fine.get_epsilon(DELTA), rel=5e-3)
+    assert ours <= rdp_epsilon([(m.sigma, m.q, m.steps) for m in (a, b)], DELTA)
