@@ -1,13 +1,12 @@
 """`uldp account --plot`: epsilon against the group size, one line per bound (ULDP-FL Fig. 2)."""
 from __future__ import annotations
 
-import io
 import math
 from pathlib import Path
 
 from accountants.account import Guarantee
 
-from .files import atomic_write_bytes
+from .figures import save_png, subplots
 
 
 def draw_group_plot(path: Path, results: list[Guarantee], labels: dict[str, str], title: str) -> None:
@@ -17,11 +16,6 @@ def draw_group_plot(path: Path, results: list[Guarantee], labels: dict[str, str]
     the record.
     Written atomically: a reader never sees half a PNG.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-
     record = {(r.algorithm, r.accountant): r.epsilon for r in results if r.level == "record"}
     series: dict[str, list[tuple[int, float]]] = {}
     for r in results:
@@ -33,7 +27,7 @@ def draw_group_plot(path: Path, results: list[Guarantee], labels: dict[str, str]
         if not points and base is not None:
             points.append((1, base))
         points.append((r.k, r.epsilon))
-    figure, axes = plt.subplots(figsize=(7, 4.5), dpi=110)
+    figure, axes = subplots(figsize=(7, 4.5), dpi=110)
     for name, points in series.items():
         ks, eps = zip(*sorted(points))
         axes.plot(ks, eps, marker="o", label=name)
@@ -44,8 +38,4 @@ def draw_group_plot(path: Path, results: list[Guarantee], labels: dict[str, str]
     axes.set_title(title, fontsize=9)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8)
-    figure.tight_layout()
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_png(figure, path)

@@ -19,6 +19,7 @@ import numpy as np
 from accountants.sampling_rates import STATUSES, Personalization, ScfFit
 
 from .errors import one_line
+from .figures import save_png, subplots
 from .files import atomic_write_bytes
 
 OUTPUT_COLUMNS = ("q", "epsilon_spent", "status")
@@ -184,11 +185,7 @@ def _csv_bytes(header: str, table, quoting: str) -> memoryview:
 def draw_plot(path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit,
               result: Personalization, title: str) -> None:
     """epsilon*(q), the SCF fit, and each record's (q, budget), on a log q axis, as a PNG."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7.5, 4.8), dpi=120)
+    figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
     axes.plot(qs, epsilons, color="black", lw=1.6, label="epsilon*(q), exact")
     axes.plot(qs, fit(qs), color="tab:orange", lw=1.2, ls="--",
               label=f"SCF fit e^(aq+b)+c, R^2 = {fit.r2:.5f}")
@@ -205,8 +202,4 @@ def draw_plot(path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit,
     axes.set_title(title, fontsize=9)
     axes.grid(True, which="both", alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
-    buffer = io.BytesIO()
-    figure.tight_layout()
-    figure.savefig(buffer, format="png")
-    plt.close(figure)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_png(figure, path)

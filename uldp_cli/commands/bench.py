@@ -169,19 +169,13 @@ class _progress:
 
 
 def _plot(runs, path: Path) -> None:
-    import io
-
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from ..files import atomic_write_bytes
+    from ..figures import save_png, subplots
 
     # One panel per swept axis (Fig. 11: top against d, bottom against |U|); an axis with a
     # single value would give a panel of one point.
     panels = [(x, other) for x, other in (("params", "users"), ("users", "params"))
               if len({getattr(r, x) for r in runs}) > 1] or [("params", "users")]
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    fig, axes = subplots(ncols=len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (x_key, series_key) in zip(axes[0], panels):
         for value in sorted({getattr(r, series_key) for r in runs}):
             chosen = sorted((r for r in runs if getattr(r, series_key) == value),
@@ -196,8 +190,4 @@ def _plot(runs, path: Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle("ULDP-FL Protocol 1: execution time per phase")
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=120)
-    plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    save_png(fig, path, dpi=120)

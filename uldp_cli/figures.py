@@ -1,0 +1,30 @@
+"""PNG figures for `--plot` options: matplotlib with the Agg backend, imported only when a plot is
+asked for (it costs half a second), and saved atomically (a reader never sees half a PNG)."""
+from __future__ import annotations
+
+import io
+import os
+from typing import Any
+
+from .files import atomic_write_bytes
+
+
+def subplots(**kwargs: Any):
+    """`matplotlib.pyplot.subplots(**kwargs)` on the Agg backend: (figure, axes)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    return plt.subplots(**kwargs)
+
+
+def save_png(figure, path: str | os.PathLike[str], *, dpi: float | None = None) -> None:
+    """Lay out `figure`, write it to `path` as a PNG in one step, and free it."""
+    from matplotlib import pyplot as plt
+
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", **({} if dpi is None else {"dpi": dpi}))
+    plt.close(figure)
+    atomic_write_bytes(path, buffer.getvalue())
