@@ -17,6 +17,10 @@ SIGMA_RANGE = (0.05, 1e4)
 MAX_STEPS = 10**9
 
 
+class NoStepFits(ValueError):
+    """Even one step spends more than the budget."""
+
+
 @dataclass(frozen=True)
 class Calibration:
     value: float       # the sigma found, or the number of steps
@@ -106,7 +110,7 @@ def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
 
     first = eps(1)
     if first > budget:
-        raise ValueError(f"even one step spends epsilon {first:.4g} > budget {budget:g}; "
+        raise NoStepFits(f"even one step spends epsilon {first:.4g} > budget {budget:g}; "
                          "raise sigma or the budget, or lower the sampling rate")
     good, bad = _bracket_steps(eps, budget, max_steps, start)
     while bad is not None and bad - good > 1:
@@ -116,6 +120,14 @@ def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
         else:
             bad = mid
     return Calibration(good, eps(good), len(seen))
+
+
+def most_steps(epsilon_of: Callable[[int], float], budget: float, **kwargs) -> int:
+    """`calibrate_steps`'s answer, or 0 when even one step spends more than `budget`."""
+    try:
+        return int(calibrate_steps(epsilon_of, budget, **kwargs).value)
+    except NoStepFits:
+        return 0
 
 
 def _bracket_steps(eps: Callable[[int], float], budget: float, max_steps: int,

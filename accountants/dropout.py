@@ -58,7 +58,7 @@ import numpy as np
 from scipy.special import log_ndtr, ndtr
 
 from .account import record_level
-from .calibrate import calibrate_steps
+from .calibrate import most_steps
 from .composition import rdp_epsilon
 from .mechanism import SubsampledGaussian
 from .participation import known_participation_epsilon
@@ -197,7 +197,7 @@ def max_rounds(multiplier: float, q: float, budget: float, delta: float, *, acco
     def epsilon_of(rounds: int) -> float:
         return dropout_epsilon(multiplier, q, rounds, delta, accountant=accountant,
                                conversion=conversion, orders=orders)
-    return _most_rounds(epsilon_of, budget)
+    return most_steps(epsilon_of, budget)
 
 
 def gaussian_delta(eps: float, mu: np.ndarray) -> np.ndarray:
@@ -267,13 +267,7 @@ def server_max_rounds(multiplier: float, q: float, budget: float, delta: float, 
     def epsilon_of(rounds: int) -> float:
         return server_epsilon(multiplier, q, rounds, delta, accountant=accountant,
                               conversion=conversion, orders=orders)
-    return _most_rounds(epsilon_of, budget)
-
-
-def _most_rounds(epsilon_of: Callable[[int], float], budget: float) -> int:
-    if epsilon_of(1) > budget:
-        return 0
-    return int(calibrate_steps(epsilon_of, budget).value)
+    return most_steps(epsilon_of, budget)
 
 
 def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rounds: Sequence[int],

@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from .account import record_level
-from .calibrate import calibrate_sigma, calibrate_steps
+from .calibrate import calibrate_sigma, most_steps
 from .composition import rdp_epsilon
 from .mechanism import SubsampledGaussian
 from .subject import subject_sampling_rate
@@ -127,9 +127,7 @@ def max_rounds(run: FederationRun, holding: Sequence[int], budget: float, delta:
     def epsilon_of(rounds: int) -> float:
         return composed_epsilon(compose(run.with_rounds(rounds), holding), run.sigma, delta, **accounting)
 
-    if epsilon_of(1) > budget:
-        return 0
-    return int(calibrate_steps(epsilon_of, budget).value)
+    return most_steps(epsilon_of, budget)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 import click
 
 from accountants.account import group_level, record_level
-from accountants.calibrate import calibrate_sigma, calibrate_steps
+from accountants.calibrate import calibrate_sigma, calibrate_steps, most_steps
 
 from ..accounting_options import accounting_options, algorithm_options, build_plan, common_assumptions
 from ..config import config_option
@@ -64,10 +64,7 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
         # when the looser bound finds nothing (one step already over budget) there is no hint.
         if used == "rdp":
             return None
-        try:
-            return int(calibrate_steps(lambda t: epsilon(s, t, "rdp", "normal"), target).value)
-        except ValueError:
-            return None
+        return most_steps(lambda t: epsilon(s, t, "rdp", "normal"), target) or None
 
     plan(sigma or 1.0, length or 1)  # validate the algorithm's options before searching
     with library_errors(), status(fmt, "calibrating") as update:
