@@ -157,6 +157,20 @@ def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -
     return torch.as_tensor(rng.normal(0.0, std, size=d), dtype=like.dtype, device=like.device)
 
 
+class SiloAveraging:
+    """The server side shared by the algorithms whose silos send one delta each (default,
+    uldp-naive, uldp-group): users Poisson-sampled with `user_q`, and
+    x_{t+1} = x_t + eta_g / |S| * sum_s Delta_s."""
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        total = torch.stack([m.delta for m in messages]).sum(dim=0)
+        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
+
+
 def zero_delta(params: dict[str, torch.Tensor], n_params: int) -> torch.Tensor:
     """The flat update of a silo with nothing to train on, on the parameters' dtype and device."""
     like = next(iter(params.values()))

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from ..per_user import flat_parameters
-from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users,
+from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
                    sgd_epochs, zero_delta)
 
 
@@ -24,19 +24,11 @@ def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.nda
     return flat_parameters(local) - flat_parameters(params)
 
 
-class FedAvg:
+class FedAvg(SiloAveraging):
     """Non-private baseline; user sampling (if asked) only thins the records trained on."""
 
     name = "default"
 
-    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
-        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
-
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
         return SiloDelta(silo.silo, silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, rng))
-
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
-        total = torch.stack([m.delta for m in messages]).sum(dim=0)
-        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)

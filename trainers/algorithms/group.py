@@ -26,8 +26,8 @@ from torch.func import functional_call, grad, vmap
 from accountants.algorithms import dp_sgd_rate, dp_sgd_steps
 
 from ..per_user import ranks_within_user, flat_parameters
-from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, sample_users,
-                   zero_delta)
+from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
+                   apply_delta, zero_delta)
 
 
 def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
@@ -55,7 +55,7 @@ def contribution_flags(users: np.ndarray, k: int, rng: np.random.Generator) -> n
     return ranks < k
 
 
-class UldpGroup:
+class UldpGroup(SiloAveraging):
     name = "uldp-group"
 
     def __init__(self, k: int, kept: list[np.ndarray]) -> None:
@@ -75,9 +75,6 @@ class UldpGroup:
     def kept_sizes(self) -> list[int]:
         return [int(m.sum()) for m in self.kept]
 
-    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
-        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
-
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
         kept = self.kept[silo.silo]
@@ -90,11 +87,6 @@ class UldpGroup:
         local = dp_sgd(ctx, params, silo.x, silo.y, usable, gamma=gamma, lot_size=cfg.batch_size,
                        steps=steps, cfg=cfg, rng=rng)
         return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
-
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
-        total = torch.stack([m.delta for m in messages]).sum(dim=0)
-        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
 
 
 def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,

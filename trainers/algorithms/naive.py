@@ -18,8 +18,7 @@ import numpy as np
 import torch
 
 from ..per_user import clip_rows
-from .base import (Context, RoundPlan, SiloData, SiloDelta, TrainConfig, apply_delta, gaussian,
-                   sample_users)
+from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig, gaussian)
 from .fedavg import silo_sgd_delta
 
 # A user can move one silo's clipped delta by twice the clipping bound (see module docstring).
@@ -31,11 +30,8 @@ def naive_noise_std(cfg: TrainConfig, n_silos: int) -> float:
     return cfg.sigma * SENSITIVITY_FACTOR * cfg.clip * math.sqrt(n_silos)
 
 
-class UldpNaive:
+class UldpNaive(SiloAveraging):
     name = "uldp-naive"
-
-    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
-        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
 
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
@@ -44,8 +40,3 @@ class UldpNaive:
         clipped, _ = clip_rows(delta.unsqueeze(0), cfg.clip)
         noise = gaussian(ctx.n_params, naive_noise_std(cfg, ctx.n_silos), noise_rng, delta)
         return SiloDelta(silo.silo, clipped[0] + noise)
-
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
-        total = torch.stack([m.delta for m in messages]).sum(dim=0)
-        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
