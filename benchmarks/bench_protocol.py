@@ -34,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from crypto.encoding import Encoding, largest_n_max  # noqa: E402
 from crypto.paillier import check_key_bits, generate_keypair  # noqa: E402
+from crypto.protocol.benchmark import synthetic_inputs  # noqa: E402
 from crypto.protocol import (  # noqa: E402
     ProtocolParams, largest_value, plaintext_weighted_sum, rounding_tolerance, setup,
     weighting_round,
@@ -71,11 +72,8 @@ def main(argv: list[str] | None = None) -> None:
     silos, users, d = args.silos, args.users, args.params
     sub = min(args.straightforward_users, users)
 
-    rng = np.random.default_rng(0)
     # Every user has records in every silo: each (u, j) then costs an exponentiation (worst case).
-    counts = rng.integers(1, 21, size=(silos, users))
-    deltas = [np.clip(rng.normal(scale=0.1, size=(users, d)), -1, 1) for _ in range(silos)]
-    noise = [rng.normal(scale=0.5, size=d) for _ in range(silos)]
+    counts, deltas, noise = synthetic_inputs(silos, users, d)
     sampled = np.ones(users, dtype=bool)
     test_keys = args.test_keys
     keypair, keygen_s = timed(generate_keypair, args.key_bits, test_keys=test_keys)
