@@ -161,9 +161,6 @@ class Personalization:
         the rate was not re-accounted exactly (SCF beyond `SCF_EXACT_CHECK_LIMIT`)."""
         return (self.spent > self.budgets) & ~self.overspent
 
-    def status_names(self) -> np.ndarray:
-        return np.asarray(STATUSES, dtype=object)[self.status]
-
     def summary(self) -> dict:
         """Counts, ranges, errors and timings of this method, as plain numbers."""
         inside = np.isin(self.status, IN_RANGE)
