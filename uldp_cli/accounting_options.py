@@ -16,7 +16,7 @@ from accountants.conversion import CONVERSIONS
 from accountants.mechanism import SubsampledGaussian
 from accountants.orders import orders_label, resolve_orders
 
-from .options import OpenUnitInterval, Probability, comma_list_option
+from .options import Probability, comma_list_option, delta_option
 
 
 class OrdersType(click.ParamType):
@@ -40,8 +40,6 @@ def _expand_all(values: list[str]) -> list[str]:
 
 
 # Shared by every accounting command (account, calibrate, dropout, subject).
-delta_option = click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
-                            help="Target delta, in (0, 1).")
 conversion_option = click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved",
                                  show_default=True, help="RDP to DP: improved (Lemma 2) or classic.")
 orders_option = click.option("--orders", type=OrdersType(), default="default", show_default=True,

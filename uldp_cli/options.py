@@ -183,3 +183,8 @@ def format_option(f: F) -> F:
         show_default=True,
         help="table for people; json (one document) or csv (header and rows) for programs.",
     )(f)
+
+
+#: --delta for every command that prints an epsilon (default 1e-5, as the papers use).
+delta_option = click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
+                            help="Target delta, in (0, 1).")

@@ -18,7 +18,8 @@ from accountants.sampling_rates import (BISECT_TOLERANCE, DEFAULT_Q_MIN, INFEASI
 
 from ..config import config_option
 from ..errors import library_errors, one_line
-from ..options import OpenUnitInterval, OutputFile, PositiveFloat, PositiveInt, Probability, format_option
+from ..options import (OutputFile, PositiveFloat, PositiveInt, Probability, delta_option,
+                       format_option)
 from ..personalize_io import Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
@@ -58,8 +59,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 @click.option("--rounds", type=PositiveInt(), required=True, help="Federated rounds T.")
 @click.option("--client-rate", type=Probability(), default=1.0, show_default=True,
               help="Client sampling probability lambda per round, in (0, 1].")
-@click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
-              help="Target delta, in (0, 1).")
+@delta_option
 @click.option("--threat-model", type=click.Choice(THREAT_MODELS), default="untrusted", show_default=True,
               help="untrusted clients / third parties, or an honest-but-curious server.")
 @click.option("--fixed-schedule", is_flag=True,

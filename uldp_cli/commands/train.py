@@ -8,7 +8,8 @@ import click
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
-from ..options import OpenUnitInterval, OutputFile, PositiveFloat, PositiveInt, Probability, format_option
+from ..options import (OutputFile, PositiveFloat, PositiveInt, Probability, delta_option,
+                       format_option)
 from ..render import emit
 
 ALGOS = ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w")
@@ -70,7 +71,7 @@ class GroupK(click.ParamType):
               help="Silo-level SGD / DP-SGD batch (default, uldp-naive, uldp-group).")
 @click.option("--local-batch-size", type=PositiveInt(), default=None,
               help="Per-user SGD batch (uldp-avg); default: all the user's records in one step.")
-@click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True, help="Target delta.")
+@delta_option
 @click.option("--model", type=click.Choice(MODELS), default="auto", show_default=True,
               help="auto: the paper's model for the data set.")
 @click.option("--secure", is_flag=True, help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier).")
