@@ -9,6 +9,7 @@ from uldp_cli.machine import describe_machine
 from ..config import config_option
 from ..errors import library_errors
 from ..options import OutputFile, PositiveFloat, PositiveInt, comma_list_option, format_option
+from ..progress import progress_bar
 from ..render import emit
 
 # Short headers so that the table fits 80 columns; the assumptions block says what each means.
@@ -82,13 +83,15 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
             chosen = default_n_max(key_bits, u, silos, precision) if n_max is None else n_max
             Encoding(precision=precision, n_max=chosen).check_capacity(2 ** (key_bits - 1), u, silos)
         runs = []
-        with _progress(fmt, len(grid) * run_steps(silos, rounds, compare_straightforward)) as step:
+        steps = len(grid) * run_steps(silos, rounds, compare_straightforward)
+        with progress_bar(fmt, steps, "protocol") as update:
             for d, u in grid:
                 runs.append(benchmark_run(
                     params=d, users=u, silos=silos, key_bits=key_bits, rounds=rounds,
                     test_keys=test_keys, precision=precision, n_max=n_max,
                     compare_straightforward=compare_straightforward, workers=workers,
-                    progress=lambda text, d=d, u=u: step(f"d={d} |U|={u}: {text}")))
+                    progress=lambda text, d=d, u=u: update(advance=1,
+                                                           description=f"d={d} |U|={u}: {text}")))
     documents = [_document(run) for run in runs]
     # The table rounds to milliseconds so that it fits a terminal; JSON and CSV keep every digit.
     rows = [{**doc, **doc["seconds"]} for doc in documents]
@@ -142,30 +145,6 @@ def _document(run) -> dict:
         doc["speedup"] = run.straightforward_seconds / run.seconds["silo_weighting"]
     return doc
 
-
-
-class _progress:
-    """A rich progress bar on stderr; silent unless the output is a table on a terminal."""
-
-    def __init__(self, fmt: str, total: int) -> None:
-        from rich.console import Console
-        self.console = Console(stderr=True)
-        self.enabled = fmt == "table" and self.console.is_terminal
-        self.total = total
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda text: None
-        from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), TimeElapsedColumn(),
-                            console=self.console, transient=True)
-        self.bar.__enter__()
-        task = self.bar.add_task("protocol", total=self.total)
-        return lambda text: self.bar.update(task, advance=1, description=text)
-
-    def __exit__(self, *exc) -> None:
-        if self.enabled:
-            self.bar.__exit__(*exc)
 
 
 def _plot(runs, path: Path) -> None:

@@ -10,6 +10,7 @@ from ..errors import library_errors
 from ..files import atomic_write_bytes
 from ..options import (OutputFile, PositiveFloat, PositiveInt, Probability, delta_option,
                        format_option)
+from ..progress import progress_bar
 from ..render import emit
 
 ALGOS = ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w")
@@ -126,10 +127,13 @@ def command(algo, dataset, data_path, user_column, label_column, silo_column, ta
                           local_batch_size=local_batch_size, group_k=group_k, delta=delta, seed=seed,
                           noise_seed=noise_seed,
                           secure=secure, key_bits=key_bits, test_keys=test_keys, batched=not loop)
-        with _progress(fmt, rounds, algo, data) as advance:
+        metric = data.metric
+        with progress_bar(fmt, rounds, f"{algo} on {data.name}") as update:
             result = train(data, cfg, model_name=None if model == "auto" else model, device=device,
                            metrics_path=metrics_path, checkpoint_dir=checkpoint_dir, resume=resume,
-                           on_round=advance)
+                           on_round=lambda row: update(
+                               completed=row["round"],
+                               status=f"{metric} {row[metric]:.4g}  eps {row['epsilon']:.4g}"))
     if plot_path:
         from trainers.plot import plot_runs
 
@@ -173,40 +177,6 @@ def _load(dataset, data_path, user_column, label_column, silo_column, task, user
 
     return load_dataset(dataset, users=users, silos=silos, allocation=allocation, seed=seed,
                         labels_per_user=labels_per_user, path=data_path)
-
-
-class _progress:
-    """A rich progress bar over rounds on stderr, for people at a terminal (table format) only."""
-
-    def __init__(self, fmt: str, rounds: int, algo: str, data) -> None:
-        from rich.console import Console
-
-        self.console = Console(stderr=True)
-        self.enabled = fmt == "table" and self.console.is_terminal
-        self.rounds, self.label = rounds, f"{algo} on {data.name}"
-        self.metric = data.metric
-
-    def __enter__(self):
-        if not self.enabled:
-            return lambda row: None
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TextColumn("{task.fields[status]}"),
-                            console=self.console, transient=True)
-        self.bar.__enter__()
-        self.task = self.bar.add_task(self.label, total=self.rounds, status="")
-
-        def advance(row: dict) -> None:
-            status = f"{self.metric} {row[self.metric]:.4g}  eps {row['epsilon']:.4g}"
-            self.bar.update(self.task, completed=row["round"], status=status)
-
-        return advance
-
-    def __exit__(self, *exc):
-        if self.enabled:
-            self.bar.__exit__(*exc)
-        return False
 
 
 def _render(result, data, fmt: str, plot_path, metrics_path) -> None:
