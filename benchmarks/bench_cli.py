@@ -14,7 +14,7 @@ import statistics
 import subprocess
 import sys
 import time
-from uldp_cli.machine import describe_machine
+from uldp.cli.machine import describe_machine
 
 COMMANDS = {
     "account (Fig. 2, k = 1..64, rdp + normal)": [
@@ -38,7 +38,7 @@ COMMANDS = {
 
 def uldp_command() -> list[str]:
     exe = shutil.which("uldp")
-    return [exe] if exe else [sys.executable, "-m", "uldp_cli"]
+    return [exe] if exe else [sys.executable, "-m", "uldp"]
 
 
 def time_command(args: list[str], repeat: int) -> list[float]:

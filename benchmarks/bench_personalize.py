@@ -29,10 +29,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from accountants.budgets import sample_budgets  # noqa: E402
-from accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
-from accountants.sampling_rates import METHODS, personalize  # noqa: E402
-from uldp_cli.machine import describe_machine
+from uldp.accountants.budgets import sample_budgets  # noqa: E402
+from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
+from uldp.accountants.sampling_rates import METHODS, personalize  # noqa: E402
+from uldp.cli.machine import describe_machine
 
 PUBLISHED = {"group-3": {"bisect": 1.69, "scf": 13.11}, "group-100": {"bisect": 52.50, "scf": 13.32},
              "individual-1000": {"bisect": 597.82, "scf": 14.10}}
@@ -65,7 +65,7 @@ def side_by_side(name: str, records: int, repeat: int) -> list[dict]:
 
 
 def big_library(records: int) -> dict:
-    from uldp_cli.personalize_io import Budgets, write_rates
+    from uldp.cli.personalize_io import Budgets, write_rates
 
     start = time.perf_counter()
     budgets = sample_budgets("individual-1000", records, seed=0)
@@ -88,7 +88,7 @@ def big_library(records: int) -> dict:
 def big_cli(records: int, repeat: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "q.csv"
-        cmd = [sys.executable, "-m", "uldp_cli", "personalize", "--distribution", "individual-1000",
+        cmd = [sys.executable, "-m", "uldp", "personalize", "--distribution", "individual-1000",
                "--records", str(records), "--calibrate-sigma", "--tau", "10", "--rounds", "50",
                "--out", str(out), "--format", "json"]
         subprocess.run(cmd, check=True, capture_output=True)  # warm-up: the OS file cache

@@ -13,10 +13,10 @@ import argparse
 import json
 import time
 
-from accountants.mechanism import SubsampledGaussian
-from accountants.pld import _default_discretization, pld_epsilon
-from accountants.prv import prv_epsilon
-from uldp_cli.machine import describe_machine
+from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.pld import _default_discretization, pld_epsilon
+from uldp.accountants.prv import prv_epsilon
+from uldp.cli.machine import describe_machine
 
 FIG2 = SubsampledGaussian(sigma=5.0, q=0.01, steps=100_000)
 DELTA = 1e-5

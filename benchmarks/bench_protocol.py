@@ -32,17 +32,17 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from crypto.encoding import Encoding, largest_n_max  # noqa: E402
-from crypto.paillier import check_key_bits, generate_keypair  # noqa: E402
-from crypto.protocol.benchmark import synthetic_inputs  # noqa: E402
-from crypto.protocol import (  # noqa: E402
+from uldp.crypto.encoding import Encoding, largest_n_max  # noqa: E402
+from uldp.crypto.paillier import check_key_bits, generate_keypair  # noqa: E402
+from uldp.crypto.protocol.benchmark import synthetic_inputs  # noqa: E402
+from uldp.crypto.protocol import (  # noqa: E402
     ProtocolParams, largest_value, plaintext_weighted_sum, rounding_tolerance, setup,
     weighting_round,
 )
-from crypto.weighting import (  # noqa: E402
+from uldp.crypto.weighting import (  # noqa: E402
     default_workers, encrypted_weighted_sum, fast_products, finish, straightforward_products,
 )
-from uldp_cli.machine import describe_machine  # noqa: E402
+from uldp.cli.machine import describe_machine  # noqa: E402
 
 
 def timed(fn, *args, **kwargs):

@@ -30,15 +30,15 @@ import torch
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from trainers.algorithms import TrainConfig  # noqa: E402
-from trainers.algorithms.base import Context  # noqa: E402
-from trainers.algorithms.per_user_clipping import PerUserClipping  # noqa: E402
-from trainers.data import load_dataset  # noqa: E402
-from trainers.models import build_model, default_model_name, loss_for, parameter_count  # noqa: E402
-from trainers.per_user import (LocalTraining, batched_user_deltas, clip_rows,  # noqa: E402
+from uldp.trainers.algorithms import TrainConfig  # noqa: E402
+from uldp.trainers.algorithms.base import Context  # noqa: E402
+from uldp.trainers.algorithms.per_user_clipping import PerUserClipping  # noqa: E402
+from uldp.trainers.data import load_dataset  # noqa: E402
+from uldp.trainers.models import build_model, default_model_name, loss_for, parameter_count  # noqa: E402
+from uldp.trainers.per_user import (LocalTraining, batched_user_deltas, clip_rows,  # noqa: E402
                                loop_user_deltas, vectorises_well)
-from trainers.runner import build_silos, round_rngs  # noqa: E402
-from uldp_cli.machine import describe_machine  # noqa: E402
+from uldp.trainers.runner import build_silos, round_rngs  # noqa: E402
+from uldp.cli.machine import describe_machine  # noqa: E402
 
 SETTINGS = [("creditcard", 1000, 1), ("creditcard", 1000, 5), ("creditcard", 10000, 1),
             ("creditcard", 10000, 5), ("mnist", 100, 1)]

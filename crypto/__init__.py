@@ -4,7 +4,7 @@ Building blocks, one module each: `paillier` (phe + gmpy2), `dh` (RFC 3526 DH an
 `sealing`, `prg`, `masking`, `encoding` (Algorithm 5), `weighting` (the silo's encrypted
 weighted sum, fast and straightforward); the parties and their messages in `crypto.protocol`.
 
-`from crypto import secure_weighted_sum` is the one-call entry point for training code, and
+`from uldp.crypto import secure_weighted_sum` is the one-call entry point for training code, and
 `WeightingSession` keeps one setup across rounds; both are loaded on first use so that importing
 a building block does not load the protocol.
 """
@@ -17,7 +17,7 @@ __all__ = ["WeightingSession", "secure_weighted_sum"]
 
 def __getattr__(name: str) -> Any:
     if name in __all__:
-        from crypto.protocol import run
+        from uldp.crypto.protocol import run
 
         return getattr(run, name)
-    raise AttributeError(f"module 'crypto' has no attribute {name!r}")
+    raise AttributeError(f"module 'uldp.crypto' has no attribute {name!r}")

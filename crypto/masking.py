@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import gmpy2
 
-from crypto.prg import field_elements
+from uldp.crypto.prg import field_elements
 
 
 def pairwise_masks(

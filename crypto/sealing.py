@@ -12,7 +12,7 @@ import hmac
 import secrets
 from dataclasses import dataclass
 
-from crypto.dh import hkdf_sha256
+from uldp.crypto.dh import hkdf_sha256
 
 NONCE_BYTES = 16
 TAG_BYTES = 32

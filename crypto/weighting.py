@@ -32,7 +32,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 import gmpy2
 
-from crypto.paillier import PublicKey
+from uldp.crypto.paillier import PublicKey
 
 
 def user_factors(counts: Sequence[int], blinds: Sequence[int], c_lcm: int,

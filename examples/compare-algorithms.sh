@@ -52,7 +52,7 @@ import math
 import sys
 from pathlib import Path
 
-from trainers.plot import plot_runs
+from uldp.trainers.plot import plot_runs
 
 out = Path(sys.argv[1])
 runs, rows, metric, data = {}, [], None, None

@@ -31,8 +31,8 @@ from typing import Callable
 import numpy as np
 import torch
 
-from accountants.account import group_level, record_level
-from accountants.algorithms import Plan, plan_algorithm
+from uldp.accountants.account import group_level, record_level
+from uldp.accountants.algorithms import Plan, plan_algorithm
 
 from .algorithms import ACCOUNTED_AS, Context, SiloData, TrainConfig, make_algorithm
 from .algorithms.group import UldpGroup

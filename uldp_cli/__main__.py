@@ -1,5 +1,5 @@
-"""`python -m uldp_cli` runs the same CLI as the `uldp` console script."""
-from uldp_cli.main import cli
+"""`python -m uldp.cli` runs the same CLI as the `uldp` console script."""
+from uldp.cli.main import cli
 
-# prog_name keeps usage lines reading `uldp ...` rather than `python -m uldp_cli ...`.
+# prog_name keeps usage lines reading `uldp ...` rather than `python -m uldp.cli ...`.
 cli(prog_name="uldp")

@@ -4,7 +4,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from accountants.account import Guarantee
+from uldp.accountants.account import Guarantee
 
 from .figures import save_png, subplots
 

@@ -10,11 +10,11 @@ from typing import Callable
 
 import click
 
-from accountants.account import ACCOUNTANTS, GROUP_METHODS
-from accountants.algorithms import ALGORITHMS, Plan, plan_algorithm
-from accountants.conversion import CONVERSIONS
-from accountants.mechanism import SubsampledGaussian
-from accountants.orders import orders_label, resolve_orders
+from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
+from uldp.accountants.algorithms import ALGORITHMS, Plan, plan_algorithm
+from uldp.accountants.conversion import CONVERSIONS
+from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.orders import orders_label, resolve_orders
 
 from .options import Probability, comma_list_option, delta_option
 

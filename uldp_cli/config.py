@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 import click
 import yaml
 
-from uldp_cli.errors import one_line
-from uldp_cli.options import CommaList
+from uldp.cli.errors import one_line
+from uldp.cli.options import CommaList
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -2,7 +2,7 @@
 
 Subcommand modules pull in numpy, scipy and the accountants, so they are imported only when that
 subcommand runs: `uldp --help` and `uldp --version` import none of them, and `uldp account`
-imports only `uldp_cli.commands.account`.
+imports only `uldp.cli.commands.account`.
 """
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ from typing import Any, Mapping
 
 import click
 
-from uldp_cli import __version__
-from uldp_cli.errors import library_errors, one_line
+from uldp import __version__
+from uldp.cli.errors import library_errors, one_line
 
-COMMANDS_PACKAGE = "uldp_cli.commands"
+COMMANDS_PACKAGE = "uldp.cli.commands"
 
 # name -> one-line help shown by `uldp --help`. Kept here rather than read from the command so
 # that listing commands does not import them; the command's own docstring is what

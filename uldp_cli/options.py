@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 import click
 
-from uldp_cli.render import FORMATS
+from uldp.cli.render import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -108,7 +108,7 @@ class PositiveInt(click.ParamType):
 
 class OutputFile(click.Path):
     """A file the command will write: refused before any work when its directory is missing or
-    not writable (the write itself is atomic, uldp_cli/files.py)."""
+    not writable (the write itself is atomic, uldp.cli.files)."""
 
     def __init__(self) -> None:
         super().__init__(dir_okay=False, writable=True, path_type=Path)

@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from accountants.sampling_rates import STATUSES, Personalization, ScfFit
+from uldp.accountants.sampling_rates import STATUSES, Personalization, ScfFit
 
 from .errors import one_line
 from .figures import save_png, subplots

@@ -12,14 +12,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from crypto.encoding import (
+from uldp.crypto.encoding import (
     DEFAULT_N_MAX, DEFAULT_PRECISION, DEFAULT_VALUE_BOUND, Encoding, largest_n_max,
 )
-from crypto.protocol.params import ProtocolParams
-from crypto.protocol.run import (
+from uldp.crypto.protocol.params import ProtocolParams
+from uldp.crypto.protocol.run import (
     largest_value, plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
 )
-from crypto.weighting import encrypted_weighted_sum
+from uldp.crypto.weighting import encrypted_weighted_sum
 
 PHASES = ("key_exchange", "blinded_histograms", "server_weights", "silo_weighting", "aggregation")
 

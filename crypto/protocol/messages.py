@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from crypto.sealing import SealedBox
+from uldp.crypto.sealing import SealedBox
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from crypto.encoding import Encoding
-from crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
+from uldp.crypto.encoding import Encoding
+from uldp.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
 
 
 @dataclass(frozen=True)

@@ -12,13 +12,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from crypto.encoding import (
+from uldp.crypto.encoding import (
     DEFAULT_N_MAX, DEFAULT_PRECISION, DEFAULT_VALUE_BOUND, Encoding, largest_n_max,
 )
-from crypto.paillier import PrivateKey, PublicKey, generate_keypair
-from crypto.protocol.params import ProtocolParams
-from crypto.protocol.server import AggregationServer
-from crypto.protocol.silo import SEED_OWNER, Silo
+from uldp.crypto.paillier import PrivateKey, PublicKey, generate_keypair
+from uldp.crypto.protocol.params import ProtocolParams
+from uldp.crypto.protocol.server import AggregationServer
+from uldp.crypto.protocol.silo import SEED_OWNER, Silo
 
 
 @dataclass

@@ -12,13 +12,13 @@ from collections.abc import Sequence
 import gmpy2
 import numpy as np
 
-from crypto.masking import inverse_mod
-from crypto.paillier import PrivateKey, PublicKey, check_modulus, generate_keypair
-from crypto.protocol.messages import (
+from uldp.crypto.masking import inverse_mod
+from uldp.crypto.paillier import PrivateKey, PublicKey, check_modulus, generate_keypair
+from uldp.crypto.protocol.messages import (
     BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
     MaskedSumMessage, PaillierKeyMessage, SealedSeedMessage,
 )
-from crypto.protocol.params import ProtocolParams
+from uldp.crypto.protocol.params import ProtocolParams
 
 
 class AggregationServer:

@@ -13,17 +13,17 @@ from collections.abc import Sequence
 import gmpy2
 import numpy as np
 
-from crypto.dh import DhKeyPair, generate_dh_keypair, pairwise_keys
-from crypto.masking import add_masks, blind, pairwise_masks
-from crypto.paillier import PublicKey, check_modulus
-from crypto.prg import unit_elements
-from crypto.protocol.messages import (
+from uldp.crypto.dh import DhKeyPair, generate_dh_keypair, pairwise_keys
+from uldp.crypto.masking import add_masks, blind, pairwise_masks
+from uldp.crypto.paillier import PublicKey, check_modulus
+from uldp.crypto.prg import unit_elements
+from uldp.crypto.protocol.messages import (
     BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
     MaskedSumMessage, PaillierKeyMessage, SealedSeedMessage,
 )
-from crypto.protocol.params import ProtocolParams
-from crypto.sealing import open_sealed, seal
-from crypto.weighting import encrypted_weighted_sum, user_factors
+from uldp.crypto.protocol.params import ProtocolParams
+from uldp.crypto.sealing import open_sealed, seal
+from uldp.crypto.weighting import encrypted_weighted_sum, user_factors
 
 SEED_OWNER = 0
 """The silo that draws R (setup (c))."""

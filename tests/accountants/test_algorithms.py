@@ -3,9 +3,9 @@ import math
 
 import pytest
 
-from accountants.account import record_level
-from accountants.algorithms import plan_algorithm
-from accountants.mechanism import ParallelSilos, SubsampledGaussian
+from uldp.accountants.account import record_level
+from uldp.accountants.algorithms import plan_algorithm
+from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
 
 
 def test_avg_with_user_sampling_is_a_subsampled_gaussian_per_round():

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from accountants.budgets import BUDGET_RANGE, DISTRIBUTIONS, describe, sample_budgets
+from uldp.accountants.budgets import BUDGET_RANGE, DISTRIBUTIONS, describe, sample_budgets
 
 
 @pytest.mark.parametrize("name", list(DISTRIBUTIONS))

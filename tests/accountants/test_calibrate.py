@@ -5,9 +5,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accountants.account import record_level
-from accountants.calibrate import calibrate_sigma, calibrate_steps
-from accountants.mechanism import SubsampledGaussian
+from uldp.accountants.account import record_level
+from uldp.accountants.calibrate import calibrate_sigma, calibrate_steps
+from uldp.accountants.mechanism import SubsampledGaussian
 
 
 def eps(sigma, q, steps):

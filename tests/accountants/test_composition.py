@@ -1,9 +1,9 @@
 """The cached RDP composition gives exactly what `record_level` gives for one mechanism."""
 import pytest
 
-from accountants.account import record_level
-from accountants.composition import rdp_epsilon
-from accountants.mechanism import SubsampledGaussian
+from uldp.accountants.account import record_level
+from uldp.accountants.composition import rdp_epsilon
+from uldp.accountants.mechanism import SubsampledGaussian
 
 
 @pytest.mark.parametrize("sigma, q, steps", [(1.0, 0.01, 1), (0.9487, 0.01, 100000), (5.0, 0.001, 10),

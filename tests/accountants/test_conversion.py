@@ -4,8 +4,8 @@ import math
 import numpy as np
 import pytest
 
-from accountants.conversion import epsilon_curve, rdp_to_dp
-from accountants.orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS, resolve_orders
+from uldp.accountants.conversion import epsilon_curve, rdp_to_dp
+from uldp.accountants.orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS, resolve_orders
 
 dp_rdp = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_epsilon, dropout_report, dropped_count,
+from uldp.accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_epsilon, dropout_report, dropped_count,
                                  known_participation_delta, max_rounds, participant_weights, rate_only_round,
                                  server_epsilon, server_max_rounds, surviving_weight_sum, weighted_round)
 
@@ -159,7 +159,7 @@ def test_replace_one_pair_is_dominated_by_the_accounted_pair(z, q):
     replace-one relation it states (Prop. 1-2) gives the pair with shifts a, b, |a| <= C/n' and
     |b| <= C/n' (at most 1/2 in the units of 2C/n' used here). Its Renyi divergence never exceeds
     the accounted one. This covers the RDP accountant only; see the PLD test below."""
-    from accountants.rdp import subsampled_gaussian_rdp
+    from uldp.accountants.rdp import subsampled_gaussian_rdp
     for alpha in (2.0, 8.0, 32.0):
         accounted = subsampled_gaussian_rdp(np.array([alpha]), z, q)[0]
         for a, b in ((0.5, -0.5), (0.5, 0.0), (0.5, -0.2)):

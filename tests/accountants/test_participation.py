@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import binom, norm
 
-from accountants.account import record_level
-from accountants.mechanism import SubsampledGaussian
-from accountants.participation import known_participation_epsilon, known_participation_rdp
-from accountants.rdp import subsampled_gaussian_rdp
+from uldp.accountants.account import record_level
+from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.participation import known_participation_epsilon, known_participation_rdp
+from uldp.accountants.rdp import subsampled_gaussian_rdp
 
 
 def exact_delta(eps: float, sigma: float, q: float, rounds: int) -> float:

@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accountants.conversion import epsilon_curve
-from accountants.personalized import (PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL,
+from uldp.accountants.conversion import epsilon_curve
+from uldp.accountants.personalized import (PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL,
                                       calibrate_sigma, fl_rdp)
-from accountants.rdp import subsampled_gaussian_rdp, subsampled_gaussian_rdp_grid
+from uldp.accountants.rdp import subsampled_gaussian_rdp, subsampled_gaussian_rdp_grid
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

@@ -8,10 +8,10 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from accountants.account import record_level
-from accountants.mechanism import ParallelSilos, SubsampledGaussian
-from accountants.pld import pld_epsilon
-from accountants.prv import _add_direction, prv_epsilon
+from uldp.accountants.account import record_level
+from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+from uldp.accountants.pld import pld_epsilon
+from uldp.accountants.prv import _add_direction, prv_epsilon
 
 DELTA = 1e-5
 

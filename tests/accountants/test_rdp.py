@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accountants.conversion import rdp_to_dp
-from accountants.mechanism import ParallelSilos, SubsampledGaussian
-from accountants.orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS
-from accountants.rdp import gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
+from uldp.accountants.conversion import rdp_to_dp
+from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+from uldp.accountants.orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS
+from uldp.accountants.rdp import gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
 
 dp_accounting = pytest.importorskip("dp_accounting")
 from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp  # noqa: E402

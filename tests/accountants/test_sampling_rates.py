@@ -5,10 +5,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from accountants.budgets import sample_budgets
-from accountants.personalized import EpsilonCurve, RecordSampledFL
-import accountants.sampling_rates as sampling_rates
-from accountants.sampling_rates import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, GRID_RATIO, OK, OVERSPENT,
+from uldp.accountants.budgets import sample_budgets
+from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
+import uldp.accountants.sampling_rates as sampling_rates
+from uldp.accountants.sampling_rates import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, GRID_RATIO, OK, OVERSPENT,
                                         POSSIBLY_OVERSPENT, check_budgets, epsilon_table,
                                         feasible_range, fit_scf, personalize, rate_grid)
 
@@ -243,7 +243,7 @@ def test_bad_settings(kwargs, message):
 
 
 def test_scf_budgets_the_fit_never_reaches_get_the_smallest_rate(monkeypatch):
-    import accountants.sampling_rates as rates
+    import uldp.accountants.sampling_rates as rates
 
     floor_at_5 = rates.ScfFit(a=1.0, b=0.0, c=5.0, r2=0.5, qs=np.zeros(0), epsilons=np.zeros(0))
     monkeypatch.setattr(rates, "fit_scf", lambda curve, q_cap, points: floor_at_5)

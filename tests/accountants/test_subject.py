@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from accountants.account import record_level
-from accountants.horizontal import (FederationRun, account_subjects, composed_epsilon, federation_composition,
+from uldp.accountants.account import record_level
+from uldp.accountants.horizontal import (FederationRun, account_subjects, composed_epsilon, federation_composition,
                                     group_noise, local_composition, max_rounds, rule_of_thumb,
                                     subject_guarantee)
-from accountants.mechanism import SubsampledGaussian
-from accountants.subject import allocate_items, holdings_from_pairs, read_holdings, subject_sampling_rate
+from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.subject import allocate_items, holdings_from_pairs, read_holdings, subject_sampling_rate
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

@@ -6,7 +6,7 @@ from typing import Any, Callable
 
 from click.testing import CliRunner, Result
 
-from uldp_cli.main import cli
+from uldp.cli.main import cli
 
 
 def command_runner(name: str) -> tuple[Callable[..., Result], Callable[..., Any]]:

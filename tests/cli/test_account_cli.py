@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from accountants.account import record_level
-from accountants.algorithms import plan_algorithm
-from accountants.participation import known_participation_epsilon
+from uldp.accountants.account import record_level
+from uldp.accountants.algorithms import plan_algorithm
+from uldp.accountants.participation import known_participation_epsilon
 
 from .invoke import command_runner
 
@@ -114,7 +114,7 @@ def test_bad_config_file_is_one_line(tmp_path):
 
 
 def test_runs_as_a_fresh_process_without_torch():
-    code = ("import sys; from uldp_cli.main import cli; "
+    code = ("import sys; from uldp.cli.main import cli; "
             "sys.argv=['uldp','account','--sigma','5','--q','0.01','--steps','100','--format','json'];"
             "\ntry:\n    cli()\nexcept SystemExit as e:\n    assert e.code == 0\n"
             "assert 'torch' not in sys.modules and 'dp_accounting' not in sys.modules")

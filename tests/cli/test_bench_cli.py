@@ -4,7 +4,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from uldp_cli.main import cli
+from uldp.cli.main import cli
 
 FAST = ["--key-bits", "512", "--test-keys", "--silos", "2"]
 PHASES = {"key_exchange", "blinded_histograms", "server_weights", "silo_weighting", "aggregation"}
@@ -69,7 +69,7 @@ def test_group_lists_protocol():
 def test_failed_verification_exits_1(monkeypatch):
     import dataclasses
 
-    import crypto.protocol.benchmark as benchmark
+    import uldp.crypto.protocol.benchmark as benchmark
 
     real = benchmark.benchmark_run
     monkeypatch.setattr(benchmark, "benchmark_run",

@@ -4,9 +4,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from accountants.account import group_level, record_level
-from accountants.mechanism import SubsampledGaussian
-from uldp_cli.main import cli
+from uldp.accountants.account import group_level, record_level
+from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.cli.main import cli
 
 
 def run_json(*args):
@@ -58,7 +58,7 @@ def test_a_tight_accountant_is_calibrated_even_where_rdp_finds_no_step():
     # One step spends 4.729 by RDP but 4.378 by PLD: the RDP starting hint must not stop it.
     from click.testing import CliRunner
 
-    from uldp_cli.main import cli
+    from uldp.cli.main import cli
 
     result = CliRunner().invoke(cli, ["calibrate", "--epsilon", "4.5", "--q", "1", "--sigma", "1",
                                       "--accountant", "pld", "--format", "json"])

@@ -7,8 +7,8 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from uldp_cli.config import config_option
-from uldp_cli.options import PositiveInt, Probability, comma_list_option
+from uldp.cli.config import config_option
+from uldp.cli.options import PositiveInt, Probability, comma_list_option
 
 
 @click.command()

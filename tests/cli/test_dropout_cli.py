@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from accountants.dropout import dropout_epsilon, rate_only_round, server_epsilon, server_max_rounds, weighted_round
+from uldp.accountants.dropout import dropout_epsilon, rate_only_round, server_epsilon, server_max_rounds, weighted_round
 
 from .invoke import command_runner
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import click
 from click.testing import CliRunner
 
-from uldp_cli.errors import library_errors
-from uldp_cli.main import cli
+from uldp.cli.errors import library_errors
+from uldp.cli.main import cli
 
 
 @click.command()

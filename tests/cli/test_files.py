@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from uldp_cli import files
-from uldp_cli.files import atomic_write_bytes, atomic_write_text
+from uldp.cli import files
+from uldp.cli.files import atomic_write_bytes, atomic_write_text
 
 
 def test_writes_new_file_and_leaves_no_temp(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ import sys
 import click
 from click.testing import CliRunner
 
-from uldp_cli import __version__
-from uldp_cli.main import SUBCOMMANDS, LazyGroup, cli
+from uldp import __version__
+from uldp.cli.main import SUBCOMMANDS, LazyGroup, cli
 
 
 def test_version() -> None:
@@ -63,12 +63,12 @@ def test_lazy_group_rejects_module_without_command() -> None:
 def test_help_imports_no_subcommand() -> None:
     code = (
         "import sys\n"
-        "from uldp_cli.main import cli\n"
+        "from uldp.cli.main import cli\n"
         "try:\n"
         "    cli(['--help'], prog_name='uldp')\n"
         "except SystemExit:\n"
         "    pass\n"
-        "loaded = [m for m in sys.modules if m.startswith(('uldp_cli.commands.', 'accountants'))]\n"
+        "loaded = [m for m in sys.modules if m.startswith(('uldp.cli.commands.', 'uldp.accountants'))]\n"
         "print('LOADED', loaded)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -77,7 +77,7 @@ def test_help_imports_no_subcommand() -> None:
 
 def test_python_m_version() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "uldp_cli", "--version"],
+        [sys.executable, "-m", "uldp", "--version"],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -93,7 +93,7 @@ def test_a_bug_is_one_line_with_a_way_to_the_traceback(monkeypatch) -> None:
     def broken(*args, **kwargs):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(importlib.import_module("uldp_cli.commands.account"), "account", broken)
+    monkeypatch.setattr(importlib.import_module("uldp.cli.commands.account"), "account", broken)
     result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [

@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uldp_cli.options import (
+from uldp.cli.options import (
     CommaList,
     OpenUnitInterval,
     PositiveFloat,
@@ -106,7 +106,7 @@ def test_comma_list_accepts_yaml_shapes() -> None:
     ["bench", "protocol", "--plot"],
 ])
 def test_an_output_file_in_a_missing_directory_is_refused_before_any_work(tmp_path, command):
-    from uldp_cli.main import cli
+    from uldp.cli.main import cli
 
     target = tmp_path / "missing" / "out.png"
     result = CliRunner().invoke(cli, [*command, str(target)])

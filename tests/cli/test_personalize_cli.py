@@ -4,7 +4,7 @@ import csv
 import numpy as np
 import pytest
 
-from accountants.personalized import EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
 
 from .invoke import command_runner
 
@@ -215,7 +215,7 @@ def test_exactly_one_source_and_one_sigma(args, words):
 
 
 def test_without_pyarrow_the_csv_module_gives_the_same_files(tmp_path, monkeypatch):
-    from uldp_cli import personalize_io
+    from uldp.cli import personalize_io
 
     ids = ["alice", "b,ob", "007", "x\"y", "42"]
     src = write_budgets(tmp_path / "b.csv", zip(ids, [0.5, 1.0, 2.0, 3.0, 1.0]))

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from uldp_cli.render import NON_FINITE_NOTE, emit, format_cell
+from uldp.cli.render import NON_FINITE_NOTE, emit, format_cell
 
 COLUMNS = [("k", "Group size k"), ("epsilon", "Epsilon"), ("method", "Method")]
 ROWS = [

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from accountants.horizontal import FederationRun, group_noise, max_rounds, subject_guarantee
+from uldp.accountants.horizontal import FederationRun, group_noise, max_rounds, subject_guarantee
 
 from .invoke import command_runner
 

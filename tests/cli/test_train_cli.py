@@ -6,7 +6,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from uldp_cli.main import cli
+from uldp.cli.main import cli
 
 from .invoke import command_runner
 

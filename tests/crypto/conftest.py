@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from crypto.paillier import generate_keypair
+from uldp.crypto.paillier import generate_keypair
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,7 @@ import gmpy2
 import mpmath
 import pytest
 
-from crypto.dh import (
+from uldp.crypto.dh import (
     MODP_3072_GENERATOR, MODP_3072_ORDER, MODP_3072_PRIME, generate_dh_keypair, hkdf_sha256,
     pairwise_key, shared_secret, validate_public_key,
 )

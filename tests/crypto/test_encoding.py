@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from crypto.encoding import DEFAULT_N_MAX, Encoding, largest_n_max, lcm_up_to
+from uldp.crypto.encoding import DEFAULT_N_MAX, Encoding, largest_n_max, lcm_up_to
 
 N = 2**521 - 1  # a stand-in odd modulus, far larger than the values used here
 FINITE = st.floats(min_value=-1e6, max_value=1e6, allow_nan=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crypto.masking import add_masks, blind, inverse_mod, pairwise_masks
+from uldp.crypto.masking import add_masks, blind, inverse_mod, pairwise_masks
 
 
 def pair_seeds(silos: int) -> dict[int, dict[int, bytes]]:

@@ -5,8 +5,8 @@ import gmpy2
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from crypto import paillier
-from crypto.paillier import DEFAULT_KEY_BITS, check_key_bits, generate_keypair
+from uldp.crypto import paillier
+from uldp.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits, generate_keypair
 
 
 def test_default_is_3072_bits_and_small_keys_need_the_test_flag():

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crypto import prg
-from crypto.prg import field_element, field_elements, unit_elements
+from uldp.crypto import prg
+from uldp.crypto.prg import field_element, field_elements, unit_elements
 
 
 def test_deterministic_and_separated_by_seed_label_index():

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from crypto import secure_weighted_sum
-from crypto.encoding import Encoding, largest_n_max
-from crypto.paillier import check_modulus
-from crypto.protocol import (
+from uldp.crypto import secure_weighted_sum
+from uldp.crypto.encoding import Encoding, largest_n_max
+from uldp.crypto.paillier import check_modulus
+from uldp.crypto.protocol import (
     AggregationServer, PaillierKeyMessage, ProtocolParams, Silo, WeightingSession, largest_value,
     plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
 )
-from crypto.sealing import SealedBox
+from uldp.crypto.sealing import SealedBox
 
 SMALL = Encoding(precision=1e-8, n_max=60, value_bound=100.0)
 

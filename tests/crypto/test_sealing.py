@@ -6,7 +6,7 @@ import secrets
 
 import pytest
 
-from crypto.sealing import open_sealed, seal
+from uldp.crypto.sealing import open_sealed, seal
 
 
 def test_round_trip_and_fresh_nonce():

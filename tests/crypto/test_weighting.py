@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from crypto.weighting import (
+from uldp.crypto.weighting import (
     encrypted_weighted_sum, fast_products, straightforward_products, user_factors, window_size,
 )
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainers.data import FederatedData
+from uldp.trainers.data import FederatedData
 
 
 def make_data(task: str = "binary", *, n: int = 240, users: int = 12, silos: int = 3,

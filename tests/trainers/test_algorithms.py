@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import torch
 
-from trainers.algorithms import TrainConfig, make_algorithm
-from trainers.algorithms.base import Context, SiloDelta
-from trainers.algorithms.group import contribution_flags, resolve_group_k
-from trainers.algorithms.naive import naive_noise_std
-from trainers.algorithms.weighting import (plaintext_weighted_sum, record_count_weights,
+from uldp.trainers.algorithms import TrainConfig, make_algorithm
+from uldp.trainers.algorithms.base import Context, SiloDelta
+from uldp.trainers.algorithms.group import contribution_flags, resolve_group_k
+from uldp.trainers.algorithms.naive import naive_noise_std
+from uldp.trainers.algorithms.weighting import (plaintext_weighted_sum, record_count_weights,
                                            uniform_weights)
-from trainers.models import build_model, loss_for, parameter_count
-from trainers.runner import build_silos, round_rngs
+from uldp.trainers.models import build_model, loss_for, parameter_count
+from uldp.trainers.runner import build_silos, round_rngs
 
 from .synthetic import make_data, without_user
 
@@ -160,11 +160,8 @@ def test_config_rejects_bad_values():
         make_algorithm(TrainConfig(algo="uldp-group", rounds=1), [], "survival")
 
 
-def test_secure_weighting_equals_plaintext_when_available():
-    crypto = pytest.importorskip("crypto", reason="the crypto package is not installed")
-    if not hasattr(crypto, "WeightingSession"):
-        pytest.skip("crypto.WeightingSession is not written yet (protocol issue)")
-    from trainers.algorithms.weighting import SecureWeighting
+def test_secure_weighting_equals_plaintext():
+    from uldp.trainers.algorithms.weighting import SecureWeighting
 
     data = make_data("binary", n=40, users=5, silos=2, features=2)
     keep = data.user_train != 4  # user 4 has no records: N_u = 0

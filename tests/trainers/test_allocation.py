@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trainers.data import allocation as al
+from uldp.trainers.data import allocation as al
 
 
 def rng(seed: int = 0) -> np.random.Generator:

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from trainers.data import (
+from uldp.trainers.data import (
     DATASETS,
     FederatedData,
     creditcard,
@@ -14,7 +14,7 @@ from trainers.data import (
     load_table,
     mnist,
 )
-from trainers.data.stats import allocation_statistics
+from uldp.trainers.data.stats import allocation_statistics
 
 
 def check_consistent(data: FederatedData) -> None:

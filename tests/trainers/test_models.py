@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.models import (binary_loss, build_model, c_index, cox_loss, cross_entropy_loss,
+from uldp.trainers.models import (binary_loss, build_model, c_index, cox_loss, cross_entropy_loss,
                              default_model_name, metric_value, parameter_count, roc_auc)
 
 

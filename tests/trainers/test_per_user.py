@@ -7,8 +7,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainers.models import build_model, loss_for
-from trainers.per_user import (LocalTraining, batched_user_deltas, clip_rows, loop_user_deltas,
+from uldp.trainers.models import build_model, loss_for
+from uldp.trainers.per_user import (LocalTraining, batched_user_deltas, clip_rows, loop_user_deltas,
                                record_count_groups)
 
 
@@ -57,7 +57,7 @@ def test_small_groups_give_the_same_deltas(monkeypatch):
     keys = rng.random((2, 80))
     training = LocalTraining(2, 0.3, batch_size=3)
     whole = batched_user_deltas(model, params, x, y, owners, users, keys, loss_for("binary"), training)
-    monkeypatch.setattr("trainers.per_user.MAX_INPUT_FLOATS", 30 * 12)
+    monkeypatch.setattr("uldp.trainers.per_user.MAX_INPUT_FLOATS", 30 * 12)
     split = batched_user_deltas(model, params, x, y, owners, users, keys, loss_for("binary"), training)
     torch.testing.assert_close(split, whole, atol=1e-12, rtol=0)
 

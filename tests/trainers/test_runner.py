@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from accountants.account import group_level, record_level
-from accountants.algorithms import plan_algorithm
-from trainers.algorithms import TrainConfig
-from trainers.runner import CHECKPOINT_NAME, train
+from uldp.accountants.account import group_level, record_level
+from uldp.accountants.algorithms import plan_algorithm
+from uldp.trainers.algorithms import TrainConfig
+from uldp.trainers.runner import CHECKPOINT_NAME, train
 
 from .synthetic import make_data
 

@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.func import functional_call, grad, vmap
 
-from accountants.algorithms import dp_sgd_rate, dp_sgd_steps
+from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
 
 from ..per_user import ranks_within_user, flat_parameters
 from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,

@@ -43,7 +43,7 @@ def plaintext_weighted_sum(messages: list[SiloUserDeltas], counts: np.ndarray,
 def secure_protocol():
     """Protocol 1's session class from the crypto package; ValueError (one line) if missing."""
     try:
-        import crypto
+        from uldp import crypto
 
         return crypto.WeightingSession
     except (ImportError, AttributeError) as err:

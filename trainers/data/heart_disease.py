@@ -31,7 +31,7 @@ def table() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(features, disease 0/1, hospital index) of the 740 complete patients, read once."""
     import csv
 
-    path = resources.files("trainers.data") / "files" / "heart_disease.csv"
+    path = resources.files("uldp.trainers.data") / "files" / "heart_disease.csv"
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     used = NUMERIC + tuple(ONE_HOT)

@@ -1,4 +1,4 @@
 """One module per subcommand; each exposes a click command named `command`.
 
-`uldp_cli.main.SUBCOMMANDS` lists them; they are imported only when invoked.
+`uldp.cli.main.SUBCOMMANDS` lists them; they are imported only when invoked.
 """

@@ -5,9 +5,9 @@ from dataclasses import replace
 
 import click
 
-from accountants.account import GROUP_METHODS, Guarantee, account, group_level, record_level
-from accountants.algorithms import Plan
-from accountants.participation import known_participation_epsilon
+from uldp.accountants.account import GROUP_METHODS, Guarantee, account, group_level, record_level
+from uldp.accountants.algorithms import Plan
+from uldp.accountants.participation import known_participation_epsilon
 
 from ..account_plot import draw_group_plot
 from ..accounting_options import (accounting_options, algorithm_options, build_plan,

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
-from uldp_cli.machine import describe_machine
+from uldp.cli.machine import describe_machine
 
 from ..config import config_option
 from ..errors import library_errors
@@ -66,9 +66,9 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
       uldp bench protocol --users 100 --params 100 --compare-straightforward --format json
       uldp bench protocol --key-bits 1024 --test-keys --params 16,64 --users 10,20 --plot t.png
     """
-    from crypto.encoding import Encoding
-    from crypto.paillier import check_key_bits
-    from crypto.protocol.benchmark import benchmark_run, default_n_max, run_steps
+    from uldp.crypto.encoding import Encoding
+    from uldp.crypto.paillier import check_key_bits
+    from uldp.crypto.protocol.benchmark import benchmark_run, default_n_max, run_steps
 
     if key_bits < 2048 and not test_keys:
         raise click.BadParameter(f"{key_bits} bits is insecure; use >= 2048 (default 3072), or add "

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import click
 
-from accountants.account import group_level, record_level
-from accountants.calibrate import calibrate_sigma, calibrate_steps, most_steps
+from uldp.accountants.account import group_level, record_level
+from uldp.accountants.calibrate import calibrate_sigma, calibrate_steps, most_steps
 
 from ..accounting_options import accounting_options, algorithm_options, build_plan, common_assumptions
 from ..config import config_option

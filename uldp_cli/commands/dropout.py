@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import click
 
-from accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_report, participant_weights,
+from uldp.accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_report, participant_weights,
                                  rate_only_round, weighted_round)
-from accountants.orders import orders_label
+from uldp.accountants.orders import orders_label
 
 from ..config import config_option
 from ..errors import library_errors

@@ -9,11 +9,11 @@ from pathlib import Path
 import click
 import numpy as np
 
-from accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
-from accountants.conversion import CONVERSIONS
-from accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
-from accountants.personalized import calibrate_sigma as calibrate_noise
-from accountants.sampling_rates import (BISECT_TOLERANCE, DEFAULT_Q_MIN, INFEASIBLE, METHODS, STATUSES,
+from uldp.accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
+from uldp.accountants.conversion import CONVERSIONS
+from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized import calibrate_sigma as calibrate_noise
+from uldp.accountants.sampling_rates import (BISECT_TOLERANCE, DEFAULT_Q_MIN, INFEASIBLE, METHODS, STATUSES,
                                         Personalization, fit_scf, personalize)
 
 from ..config import config_option

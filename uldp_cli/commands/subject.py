@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
-from accountants.horizontal import ACCOUNTANTS, FederationRun, SubjectGuarantee, SubjectReport, account_subjects
-from accountants.orders import orders_label
-from accountants.subject import DISTRIBUTIONS, allocate_items, read_holdings, subject_sampling_rate
+from uldp.accountants.horizontal import ACCOUNTANTS, FederationRun, SubjectGuarantee, SubjectReport, account_subjects
+from uldp.accountants.orders import orders_label
+from uldp.accountants.subject import DISTRIBUTIONS, allocate_items, read_holdings, subject_sampling_rate
 
 from ..config import config_option
 from ..errors import library_errors

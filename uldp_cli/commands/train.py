@@ -114,9 +114,9 @@ def command(algo, dataset, data_path, user_column, label_column, silo_column, ta
         if threads:
             torch.set_num_threads(threads)
 
-        from trainers.algorithms import TrainConfig
-        from trainers.metrics_file import metrics_format
-        from trainers.runner import train
+        from uldp.trainers.algorithms import TrainConfig
+        from uldp.trainers.metrics_file import metrics_format
+        from uldp.trainers.runner import train
 
         if metrics_path:
             metrics_format(metrics_path)
@@ -135,7 +135,7 @@ def command(algo, dataset, data_path, user_column, label_column, silo_column, ta
                                completed=row["round"],
                                status=f"{metric} {row[metric]:.4g}  eps {row['epsilon']:.4g}"))
     if plot_path:
-        from trainers.plot import plot_runs
+        from uldp.trainers.plot import plot_runs
 
         kind = "synthetic" if data.synthetic else "real"
         atomic_write_bytes(plot_path, plot_runs({algo: result.history}, data.metric,
@@ -169,11 +169,11 @@ def _check_inputs(dataset, data_path, user_column, label_column, resume, checkpo
 def _load(dataset, data_path, user_column, label_column, silo_column, task, users, silos,
           allocation, labels_per_user, seed):
     if user_column is not None:
-        from trainers.data import load_table
+        from uldp.trainers.data import load_table
 
         return load_table(data_path, user_column=user_column, label_column=label_column,
                           silo_column=silo_column, silos=silos, task=task, seed=seed)
-    from trainers.data import load_dataset
+    from uldp.trainers.data import load_dataset
 
     return load_dataset(dataset, users=users, silos=silos, allocation=allocation, seed=seed,
                         labels_per_user=labels_per_user, path=data_path)
