@@ -6,6 +6,7 @@ chosen orders the epsilon is infinite and `note` says why.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from dataclasses import asdict, dataclass
 from typing import Callable, Iterable, Sequence
@@ -51,17 +52,17 @@ class Guarantee:
 def _check(delta: float, ks: Sequence[int], methods: Iterable[str], accountants: Iterable[str],
            conversion: str) -> None:
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if any(k < 1 for k in ks):
-        raise ValueError("k must be >= 1")
+        raise InvalidParameter("k must be >= 1")
     for m in methods:
         if m not in GROUP_METHODS:
-            raise ValueError(f"group method must be one of {', '.join(GROUP_METHODS)}, got {m!r}")
+            raise InvalidParameter(f"group method must be one of {', '.join(GROUP_METHODS)}, got {m!r}")
     for a in accountants:
         if a not in ACCOUNTANTS:
-            raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {a!r}")
+            raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {a!r}")
     if conversion not in CONVERSIONS:
-        raise ValueError(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
+        raise InvalidParameter(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
 
 
 def record_level(mechanism: Mechanism, delta: float, accountant: str = "rdp",

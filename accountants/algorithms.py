@@ -24,6 +24,7 @@ guarantee rests on; any accountant then accounts that mechanism.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass, field
 from typing import Sequence
@@ -58,9 +59,9 @@ def plan_algorithm(
 ) -> Plan:
     """Compile one ULDP-FL algorithm's hyper-parameters into the mechanism it releases."""
     if algorithm not in ALGORITHMS:
-        raise ValueError(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
+        raise InvalidParameter(f"algorithm must be one of {', '.join(ALGORITHMS)}, got {algorithm!r}")
     if rounds < 0:
-        raise ValueError(f"rounds must be >= 0, got {rounds}")
+        raise InvalidParameter(f"rounds must be >= 0, got {rounds}")
     n_silos = _silo_count(silos, silo_sizes)
     if algorithm == "uldp-group":
         return _plan_group(sigma=sigma, rounds=rounds, silo_sizes=silo_sizes, n_silos=n_silos,
@@ -95,12 +96,12 @@ def plan_algorithm(
 def _silo_count(silos: int | None, silo_sizes: Sequence[int] | None) -> int | None:
     if silo_sizes is not None:
         if any(n < 1 for n in silo_sizes):
-            raise ValueError("silo sizes must be positive record counts")
+            raise InvalidParameter("silo sizes must be positive record counts")
         if silos is not None and silos != len(silo_sizes):
-            raise ValueError(f"--silos {silos} disagrees with {len(silo_sizes)} --silo-sizes")
+            raise InvalidParameter(f"--silos {silos} disagrees with {len(silo_sizes)} --silo-sizes")
         return len(silo_sizes)
     if silos is not None and silos < 1:
-        raise ValueError(f"silos must be >= 1, got {silos}")
+        raise InvalidParameter(f"silos must be >= 1, got {silos}")
     return silos
 
 
@@ -118,21 +119,21 @@ def _plan_group(*, sigma: float, rounds: int, silo_sizes: Sequence[int] | None, 
                 batch_size: int | None, record_q: float | None, local_epochs: int, k: int | None,
                 user_q: float) -> Plan:
     if k is None or k < 1:
-        raise ValueError("uldp-group needs --k, the most records kept per user (k >= 1)")
+        raise InvalidParameter("uldp-group needs --k, the most records kept per user (k >= 1)")
     if local_epochs < 1:
-        raise ValueError(f"local epochs must be >= 1, got {local_epochs}")
+        raise InvalidParameter(f"local epochs must be >= 1, got {local_epochs}")
     if (batch_size is None) == (record_q is None):
-        raise ValueError("uldp-group needs exactly one of --batch-size (with --silo-sizes) or --record-q")
+        raise InvalidParameter("uldp-group needs exactly one of --batch-size (with --silo-sizes) or --record-q")
     if record_q is not None:
         if not 0 < record_q <= 1:
-            raise ValueError(f"record-q must be in (0, 1], got {record_q}")
+            raise InvalidParameter(f"record-q must be in (0, 1], got {record_q}")
         rates = [record_q] * (n_silos or 1)
         sampling = f"Poisson, gamma = {record_q:g} in every silo"
     else:
         if silo_sizes is None:
-            raise ValueError("--batch-size needs --silo-sizes (the record count of each silo)")
+            raise InvalidParameter("--batch-size needs --silo-sizes (the record count of each silo)")
         if batch_size < 1:
-            raise ValueError(f"batch size must be >= 1, got {batch_size}")
+            raise InvalidParameter(f"batch size must be >= 1, got {batch_size}")
         rates = [dp_sgd_rate(batch_size, n) for n in silo_sizes]
         sampling = (f"Poisson, gamma_s = batch {batch_size} / silo size "
                     f"({', '.join(f'{g:.4g}' for g in rates)})")

@@ -19,6 +19,7 @@ records are shuffled).
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from collections.abc import Callable
 
 import numpy as np
@@ -71,9 +72,9 @@ DISTRIBUTIONS: dict[str, tuple[str, Callable[[np.random.Generator, int], np.ndar
 def sample_budgets(name: str, records: int, seed: int = 0) -> np.ndarray:
     """`records` budgets from the preset `name`, clipped to `BUDGET_RANGE`, reproducible by `seed`."""
     if name not in DISTRIBUTIONS:
-        raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {name!r}")
+        raise InvalidParameter(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {name!r}")
     if records < 1:
-        raise ValueError(f"records must be >= 1, got {records}")
+        raise InvalidParameter(f"records must be >= 1, got {records}")
     _, draw = DISTRIBUTIONS[name]
     return np.clip(draw(np.random.default_rng(seed), records), *BUDGET_RANGE)
 

@@ -9,6 +9,7 @@ post-processing / composition facts), which is what makes a bisection correct he
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter, UnreachableBudget
 import math
 from dataclasses import dataclass
 from typing import Callable
@@ -17,7 +18,7 @@ SIGMA_RANGE = (0.05, 1e4)
 MAX_STEPS = 10**9
 
 
-class NoStepFits(ValueError):
+class NoStepFits(UnreachableBudget):
     """Even one step spends more than the budget."""
 
 
@@ -33,7 +34,7 @@ def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
                     progress: Callable[[int], None] | None = None) -> Calibration:
     """The smallest sigma (to `rel_tol`, rounded up) with epsilon_of(sigma) <= budget."""
     if not budget > 0:
-        raise ValueError(f"epsilon budget must be > 0, got {budget}")
+        raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
     calls = 0
 
     def eps(sigma: float) -> float:
@@ -84,7 +85,7 @@ def _bracket_sigma(eps: Callable[[float], float], budget: float,
         if eps(hi) <= budget:
             return lo, hi
         lo = hi
-    raise ValueError(f"no noise multiplier up to {high_end:g} meets epsilon {budget:g}; "
+    raise UnreachableBudget(f"no noise multiplier up to {high_end:g} meets epsilon {budget:g}; "
                      "raise the budget or lower the sampling rate or steps")
 
 
@@ -98,7 +99,7 @@ def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
     evaluations. The answer does not depend on it.
     """
     if not budget > 0:
-        raise ValueError(f"epsilon budget must be > 0, got {budget}")
+        raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
     seen: dict[int, float] = {}  # each step count is accounted once
 
     def eps(steps: int) -> float:

@@ -8,6 +8,7 @@ sums of Mironov et al. 2019) is the whole cost. Orders and conversion are handle
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from typing import Sequence
 
@@ -26,7 +27,7 @@ def rdp_epsilon(parts: Sequence[tuple[float, float, int]], delta: float, convers
     parts: (sigma, q, steps) triples, composed sequentially.
     """
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     mechanisms = [SubsampledGaussian(sigma, q, steps) for sigma, q, steps in parts]
 
     def at(grid: np.ndarray):

@@ -12,6 +12,7 @@ the smallest positive double.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from dataclasses import dataclass
 
 import numpy as np
@@ -29,7 +30,7 @@ def epsilon_curve(orders: np.ndarray, rdp: np.ndarray, log_delta: float | np.nda
                   conversion: str = "improved") -> np.ndarray:
     """epsilon at each order (rows) for each log delta (columns when log_delta is an array)."""
     if conversion not in CONVERSIONS:
-        raise ValueError(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
+        raise InvalidParameter(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
     a = np.asarray(orders, dtype=float)[:, None]
     r = np.asarray(rdp, dtype=float)[:, None]
     ld = np.atleast_1d(np.asarray(log_delta, dtype=float))[None, :]

@@ -48,6 +48,7 @@ also learns who was sampled, so it is accounted like the server (`server_epsilon
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -75,10 +76,10 @@ TAIL_MASS = 1e-20
 def participant_weights(examples: Sequence[int], n_max: int) -> np.ndarray:
     """w_i = min(n_i / n_max, 1) for each participant (Algorithm 2, line 8)."""
     if n_max < 1:
-        raise ValueError(f"n_max must be >= 1, got {n_max}")
+        raise InvalidParameter(f"n_max must be >= 1, got {n_max}")
     counts = np.asarray(examples, dtype=float)
     if counts.size == 0 or np.any(counts < 1):
-        raise ValueError("every participant needs at least one example")
+        raise InvalidParameter("every participant needs at least one example")
     return np.minimum(counts / n_max, 1.0)
 
 
@@ -98,7 +99,7 @@ def surviving_weight_sum(weights: Sequence[float], dropout: float) -> float:
     w = np.sort(np.asarray(weights, dtype=float))
     survivors = w.size - dropped_count(w.size, dropout)
     if survivors < 1:
-        raise ValueError(f"dropout {dropout:g} leaves no participant out of {w.size}")
+        raise InvalidParameter(f"dropout {dropout:g} leaves no participant out of {w.size}")
     return float(np.sum(w[:survivors]))
 
 
@@ -117,9 +118,9 @@ class DropoutRound:
 
     def __post_init__(self) -> None:
         if not 0 < self.alive_weight_sum <= self.weight_sum:
-            raise ValueError("the alive weight sum must be in (0, weight sum]")
+            raise InvalidParameter("the alive weight sum must be in (0, weight sum]")
         if not 0 < self.reference <= self.weight_sum:
-            raise ValueError(f"n_0 = {self.reference:g} must be in (0, weight sum {self.weight_sum:g}]")
+            raise InvalidParameter(f"n_0 = {self.reference:g} must be in (0, weight sum {self.weight_sum:g}]")
 
     def uncalibrated_multiplier(self, z: float) -> float:
         """z sqrt(n' / n_ref): no calibration step (§IV-B)."""
@@ -148,7 +149,7 @@ class DropoutRound:
         without calibration (line 15), over the sensitivity 2C/n'.
         """
         if not 0 <= weight < self.alive_weight_sum:
-            raise ValueError(f"coalition weight must be in [0, n' = {self.alive_weight_sum:g}), got {weight:g}")
+            raise InvalidParameter(f"coalition weight must be in [0, n' = {self.alive_weight_sum:g}), got {weight:g}")
         rest = self.alive_weight_sum - weight
         return z * math.sqrt(rest / (self.alive_weight_sum if calibrated else self.reference))
 
@@ -176,7 +177,7 @@ def weighted_round(weights: Sequence[float], dropout: float,
     """The worst-case round for these participants' weights, optionally with n_0 (Algorithm 3)."""
     n = float(np.sum(weights))
     if min_weight_sum is not None and not 0 < min_weight_sum <= n:
-        raise ValueError(f"n_0 = {min_weight_sum:g} must be in (0, weight sum {n:g}] "
+        raise InvalidParameter(f"n_0 = {min_weight_sum:g} must be in (0, weight sum {n:g}] "
                          "(Algorithm 3 line 17 checks n_0 <= sum of weights)")
     return DropoutRound(n, surviving_weight_sum(weights, dropout),
                         n if min_weight_sum is None else float(min_weight_sum))
@@ -237,12 +238,12 @@ def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, *, ac
     returned, so the figure is never below the exact epsilon).
     """
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if accountant == "rdp":
         return known_participation_epsilon(multiplier, q, rounds, delta, conversion=conversion,
                                            orders=orders).epsilon
     if accountant not in ("pld", "prv"):
-        raise ValueError(f"accountant must be one of rdp, pld, prv, got {accountant!r}")
+        raise InvalidParameter(f"accountant must be one of rdp, pld, prv, got {accountant!r}")
 
     def excess(eps: float) -> float:
         return known_participation_delta(eps, multiplier, q, rounds) - delta
@@ -338,4 +339,4 @@ def _check_round(multiplier: float, q: float, rounds: int) -> None:
 
 def _check_dropout(dropout: float) -> None:
     if not 0 <= dropout < 1:
-        raise ValueError(f"dropout rate must be in [0, 1), got {dropout}")
+        raise InvalidParameter(f"dropout rate must be in [0, 1), got {dropout}")

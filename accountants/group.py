@@ -11,6 +11,7 @@ The tight PLD group bound lives in `accountants.pld`.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass
 
@@ -35,7 +36,7 @@ class GroupBound:
 def doubling_exponent(k: int) -> int:
     """c = ceil(log2 k): the number of doublings Lemma 6 needs to cover k records."""
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InvalidParameter(f"k must be >= 1, got {k}")
     return (k - 1).bit_length()
 
 

@@ -26,6 +26,7 @@ rate q; s of the N members are selected per round, for R rounds.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 import sys
 from collections import Counter
@@ -54,13 +55,13 @@ class FederationRun:
 
     def __post_init__(self) -> None:
         if self.members < 1 or self.local_steps < 1 or self.rounds < 0:
-            raise ValueError("members and local steps must be >= 1, rounds >= 0")
+            raise InvalidParameter("members and local steps must be >= 1, rounds >= 0")
         if not 1 <= self.per_round <= self.members:
-            raise ValueError(f"members per round s = {self.per_round} must be in [1, N = {self.members}]")
+            raise InvalidParameter(f"members per round s = {self.per_round} must be in [1, N = {self.members}]")
         if not 0 < self.q <= 1:
-            raise ValueError(f"q must be in (0, 1], got {self.q}")
+            raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
         if not self.sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+            raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
 
     def with_rounds(self, rounds: int) -> "FederationRun":
         return FederationRun(self.members, self.per_round, rounds, self.local_steps, self.q, self.sigma)
@@ -87,7 +88,7 @@ def composed_epsilon(composition: Composition, sigma: float, delta: float, *, ac
                      conversion: str = "improved", orders="default") -> float:
     """Epsilon of the sequential composition of Poisson-subsampled Gaussians (rate, steps)."""
     if accountant not in ACCOUNTANTS:
-        raise ValueError(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
+        raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
     parts = [(rate, steps) for rate, steps in composition if steps > 0]
     if not parts:
         return 0.0
@@ -171,15 +172,15 @@ def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, ac
     the member (all of them may be drawn), not only those in one mini-batch.
     """
     if z < 1:
-        raise ValueError(f"group size must be >= 1, got {z}")
+        raise InvalidParameter(f"group size must be >= 1, got {z}")
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     item_eps = budget / z
     # In logs: e^((Z-1)E/Z) overflows a float for a large E long before the item delta underflows.
     log_item_delta = math.log(delta) - math.log(z) - (z - 1) * budget / z
     item_delta = math.exp(log_item_delta)
     if item_delta < sys.float_info.min:
-        raise ValueError(f"--epsilon {budget:g} with --group-sizes {z}: LocalGroupDP's item delta "
+        raise InvalidParameter(f"--epsilon {budget:g} with --group-sizes {z}: LocalGroupDP's item delta "
                          f"Delta / (Z e^((Z-1)E/Z)) = e^{log_item_delta:.6g} underflows a float; "
                          "use a smaller --epsilon or group size")
 
@@ -193,9 +194,9 @@ def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, ac
 
 def _check_holding(run: FederationRun, holding: Sequence[int]) -> None:
     if len(holding) == 0 or min(holding) < 1:
-        raise ValueError("a subject's holding needs at least one member with at least one item")
+        raise InvalidParameter("a subject's holding needs at least one member with at least one item")
     if len(holding) > run.members:
-        raise ValueError(f"a subject held by {len(holding)} members, more than N = {run.members}")
+        raise InvalidParameter(f"a subject held by {len(holding)} members, more than N = {run.members}")
 
 
 
@@ -250,9 +251,9 @@ def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], del
     subject's local epsilon exactly when it keeps that subject's.
     """
     if not holdings:
-        raise ValueError("no subject to account")
+        raise InvalidParameter("no subject to account")
     if group_sizes and budget is None:
-        raise ValueError("LocalGroupDP group sizes need a budget E")
+        raise InvalidParameter("LocalGroupDP group sizes need a budget E")
     say = progress or (lambda text: None)
     known: dict[tuple[int, ...], SubjectGuarantee] = {}
     first: dict[tuple[int, ...], str] = {}  # one subject named for each distinct holding

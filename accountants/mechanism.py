@@ -12,6 +12,7 @@ RDP analysis of the sampled Gaussian (Mironov, Talwar, Zhang 2019).
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from dataclasses import dataclass
 
 
@@ -31,11 +32,11 @@ class SubsampledGaussian:
 
     def __post_init__(self) -> None:
         if not self.sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+            raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
         if not 0 < self.q <= 1:
-            raise ValueError(f"q must be in (0, 1], got {self.q}")
+            raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
         if self.steps < 0:
-            raise ValueError(f"steps must be >= 0, got {self.steps}")
+            raise InvalidParameter(f"steps must be >= 0, got {self.steps}")
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class ParallelSilos:
 
     def __post_init__(self) -> None:
         if not self.silos:
-            raise ValueError("at least one silo is needed")
+            raise InvalidParameter("at least one silo is needed")
 
 
 Mechanism = SubsampledGaussian | ParallelSilos

@@ -5,6 +5,7 @@ that is too coarse gives a valid but loose bound; it never gives an invalid one.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from typing import Callable, TypeVar
 
 import numpy as np
@@ -48,14 +49,14 @@ def resolve_orders(spec: str | list[float] | tuple[float, ...] | np.ndarray) -> 
         try:
             values = [float(x) for x in spec.split(",") if x.strip()]
         except ValueError:
-            raise ValueError(
+            raise InvalidParameter(
                 f"orders must be one of {', '.join(PRESETS)} or a comma list of numbers > 1, got {spec!r}"
             ) from None
     else:
         values = [float(x) for x in spec]
     orders = np.unique(np.asarray(values, dtype=float))
     if orders.size == 0 or not np.all(np.isfinite(orders)) or np.any(orders <= 1):
-        raise ValueError(f"orders must be numbers > 1, got {spec!r}")
+        raise InvalidParameter(f"orders must be numbers > 1, got {spec!r}")
     return orders
 
 

@@ -16,6 +16,7 @@ Gaussian's alpha / (2 sigma^2), and it is never smaller than the sub-sampled Gau
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 
 import numpy as np
@@ -27,9 +28,9 @@ from .orders import best_over_stages, resolve_orders
 def known_participation_rdp(orders: np.ndarray, sigma: float, q: float, rounds: int) -> np.ndarray:
     """rho(alpha) above, computed in log space (large alpha / small sigma stay finite)."""
     if not sigma > 0:
-        raise ValueError(f"sigma must be > 0, got {sigma}")
+        raise InvalidParameter(f"sigma must be > 0, got {sigma}")
     if not 0 < q <= 1:
-        raise ValueError(f"q must be in (0, 1], got {q}")
+        raise InvalidParameter(f"q must be in (0, 1], got {q}")
     alphas = np.asarray(orders, dtype=float)
     if q >= 1.0:
         return rounds * alphas / (2.0 * sigma**2)
@@ -53,6 +54,6 @@ def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: floa
                                 orders: str | np.ndarray = "default") -> Conversion:
     """Epsilon at `delta` for an observer who knows the rounds the user took part in."""
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     return best_over_stages(resolve_orders(orders), orders, lambda grid: rdp_to_dp(
         grid, known_participation_rdp(grid, sigma, q, rounds), math.log(delta), conversion))

@@ -31,6 +31,7 @@ a second.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass, replace
 
@@ -88,19 +89,19 @@ class RecordSampledFL:
 
     def __post_init__(self) -> None:
         if not (self.sigma > 0 and math.isfinite(self.sigma)):
-            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+            raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
         if self.local_steps < 1 or self.rounds < 1:
-            raise ValueError("local steps (tau) and rounds (T) must be >= 1")
+            raise InvalidParameter("local steps (tau) and rounds (T) must be >= 1")
         if not 0 < self.client_rate <= 1:
-            raise ValueError(f"client rate must be in (0, 1], got {self.client_rate}")
+            raise InvalidParameter(f"client rate must be in (0, 1], got {self.client_rate}")
         if self.threat_model not in THREAT_MODELS:
-            raise ValueError(f"threat model must be one of {', '.join(THREAT_MODELS)}, "
+            raise InvalidParameter(f"threat model must be one of {', '.join(THREAT_MODELS)}, "
                              f"got {self.threat_model!r}")
         if self.fixed_schedule:
             if self.threat_model != "server":
-                raise ValueError("a fixed schedule applies to the server threat model only")
+                raise InvalidParameter("a fixed schedule applies to the server threat model only")
             if self.participations < 1:
-                raise ValueError(f"a fixed schedule needs round(lambda T) >= 1 rounds, got "
+                raise InvalidParameter(f"a fixed schedule needs round(lambda T) >= 1 rounds, got "
                                  f"round({self.client_rate:g} * {self.rounds}) = 0")
 
     @property
@@ -172,9 +173,9 @@ class EpsilonCurve:
     def __init__(self, run: RecordSampledFL, delta: float, conversion: str = "improved",
                  orders: np.ndarray = PERSONALIZED_ORDERS) -> None:
         if not 0 < delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {delta}")
+            raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
         if conversion not in CONVERSIONS:
-            raise ValueError(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
+            raise InvalidParameter(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
         self.run, self.delta, self.conversion = run, delta, conversion
         self.orders = np.asarray(orders, dtype=float)
         self.evaluations = 0
@@ -208,7 +209,7 @@ def calibrate_sigma(run: RecordSampledFL, delta: float, budget: float, q_cap: fl
     bisection of `accountants.calibrate` applies.
     """
     if not 0 < q_cap <= 1:
-        raise ValueError(f"q cap must be in (0, 1], got {q_cap:g}")
+        raise InvalidParameter(f"q cap must be in (0, 1], got {q_cap:g}")
 
     def epsilon_at_cap(sigma: float) -> float:
         curve = EpsilonCurve(replace(run, sigma=sigma), delta, conversion, orders)

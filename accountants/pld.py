@@ -41,6 +41,7 @@ the same rule stays within 0.1% at sigma 0.7-10, q 1e-3-0.1, up to 1e6 steps.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from itertools import islice
 from typing import Iterator, Sequence
@@ -76,21 +77,21 @@ def pld_epsilon(mechanism: Mechanism, delta: float, *, k: int = 1,
     from the mechanism as the module docstring describes.
     """
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise InvalidParameter(f"k must be >= 1, got {k}")
     if discretization is not None and not discretization > 0:
-        raise ValueError(f"discretization must be > 0, got {discretization}")
+        raise InvalidParameter(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)
     if max(silo.steps for silo in silos) > MAX_STEPS:
-        raise ValueError(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
+        raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
                          "accountant (record level, up to 1e9 steps) or 'rdp'")
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
         return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
     partitions = list(islice(_partitions(k, len(silos)), MAX_PARTITIONS + 1))
     if len(partitions) > MAX_PARTITIONS:
-        raise ValueError(
+        raise InvalidParameter(
             f"a group of {k} records can be split over {len(silos)} silos in more than "
             f"{MAX_PARTITIONS} ways, too many for the PLD group bound; use the 'rdp' or "
             "'normal' group method instead")
@@ -110,12 +111,12 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     gives exactly `pld_epsilon` of it.
     """
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     parts = [m for m in mechanisms if m.steps > 0]
     if not parts:
         return 0.0
     if sum(m.steps for m in parts) > MAX_STEPS:
-        raise ValueError(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
+        raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
     discretization = min(_default_discretization(m, (1,)) for m in parts)
     composed = None
     for m in parts:

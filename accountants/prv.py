@@ -25,6 +25,7 @@ Grid. prv-accountant takes a mesh of eps_error / sqrt(steps / 2 log(12 / delta_e
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 import warnings
 
@@ -41,12 +42,12 @@ def prv_epsilon(mechanism: Mechanism, delta: float, *, eps_error: float = DEFAUL
                 delta_error: float | None = None) -> float:
     """Upper estimate of the record-level epsilon at `delta` (worst silo for ParallelSilos)."""
     if not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1), got {delta}")
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if not eps_error > 0:
-        raise ValueError(f"eps_error must be > 0, got {eps_error}")
+        raise InvalidParameter(f"eps_error must be > 0, got {eps_error}")
     delta_error = delta / 1000 if delta_error is None else delta_error
     if not 0 < delta_error < delta:
-        raise ValueError(f"delta_error must be in (0, delta), got {delta_error}")
+        raise InvalidParameter(f"delta_error must be in (0, delta), got {delta_error}")
     return max(_silo_epsilon(silo, delta, eps_error, delta_error, add)
                for silo in silos_of(mechanism) for add in (False, True))
 

@@ -18,6 +18,7 @@ checked against 30-digit quadrature of the definition instead (tests/accountants
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from functools import lru_cache
 
 import numpy as np
@@ -217,11 +218,11 @@ def subsampled_gaussian_rdp_grid(orders: np.ndarray, sigma: float, qs: np.ndarra
     qs = np.atleast_1d(np.asarray(qs, dtype=float))
     if (orders.size == 0 or np.any(orders != np.round(orders)) or np.any(orders < 2)
             or np.any(orders > MAX_EXACT_ORDER)):
-        raise ValueError(f"orders must be integers in [2, {MAX_EXACT_ORDER}], got {orders}")
+        raise InvalidParameter(f"orders must be integers in [2, {MAX_EXACT_ORDER}], got {orders}")
     if not np.all((qs > 0) & (qs <= 1)):
-        raise ValueError("sampling rates must be in (0, 1]")
+        raise InvalidParameter("sampling rates must be in (0, 1]")
     if not sigma > 0:
-        raise ValueError(f"sigma must be > 0, got {sigma}")
+        raise InvalidParameter(f"sigma must be > 0, got {sigma}")
     log_coef, i, j, starts, counts = _binomial_terms(tuple(orders.tolist()), float(sigma))
     plain = gaussian_rdp(orders, sigma)
     out = np.broadcast_to(plain, (qs.size, orders.size)).copy()

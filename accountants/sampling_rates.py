@@ -29,6 +29,7 @@ spends nothing); above, even q_cap leaves budget unspent. `INFEASIBLE` says what
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 import time
 from dataclasses import dataclass, field
@@ -81,7 +82,7 @@ def rate_grid(q_min: float, q_cap: float, ratio: float = GRID_RATIO) -> np.ndarr
     """Geometric rates from q_min to q_cap (both included), neighbours at most `ratio` apart."""
     _check_rates(q_min, q_cap)
     if not ratio > 1:
-        raise ValueError(f"grid ratio must be > 1, got {ratio}")
+        raise InvalidParameter(f"grid ratio must be > 1, got {ratio}")
     if q_min == q_cap:
         return np.array([q_cap])
     n = math.ceil(math.log(q_cap / q_min) / math.log(ratio)) + 1
@@ -221,10 +222,10 @@ def check_budgets(budgets: np.ndarray) -> np.ndarray:
     """`budgets` as a float array; a ValueError names the first that is not a finite number >= 0."""
     budgets = np.asarray(budgets, dtype=float)
     if budgets.ndim != 1 or budgets.size == 0:
-        raise ValueError("budgets must be a non-empty list of numbers")
+        raise InvalidParameter("budgets must be a non-empty list of numbers")
     bad = np.flatnonzero(~(np.isfinite(budgets) & (budgets >= 0)))
     if bad.size:
-        raise ValueError(f"budget {budgets[bad[0]]!r} (record {bad[0]}) is not a finite number >= 0"
+        raise InvalidParameter(f"budget {budgets[bad[0]]!r} (record {bad[0]}) is not a finite number >= 0"
                          + (f"; {bad.size} such budgets" if bad.size > 1 else ""))
     return budgets
 
@@ -239,11 +240,11 @@ def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exac
     exact method then reuses it; SCF brackets with it).
     """
     if method not in METHODS:
-        raise ValueError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise InvalidParameter(f"method must be one of {', '.join(METHODS)}, got {method!r}")
     if infeasible not in INFEASIBLE:
-        raise ValueError(f"infeasible must be one of {', '.join(INFEASIBLE)}, got {infeasible!r}")
+        raise InvalidParameter(f"infeasible must be one of {', '.join(INFEASIBLE)}, got {infeasible!r}")
     if not tolerance > 0:
-        raise ValueError(f"tolerance must be > 0, got {tolerance}")
+        raise InvalidParameter(f"tolerance must be > 0, got {tolerance}")
     budgets = check_budgets(budgets)
     _check_rates(q_min, q_cap)
     if method == "scf":  # half a second to import: load it before the clock starts
@@ -256,7 +257,7 @@ def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exac
 
     off = infeasible_budgets(distinct, feasible, np.bincount(record_of))
     if infeasible == "fail" and (off.low or off.high):
-        raise ValueError(f"infeasible budgets: {off.message(feasible)}; use --infeasible clamp "
+        raise InvalidParameter(f"infeasible budgets: {off.message(feasible)}; use --infeasible clamp "
                          "or exclude, or change sigma / --q-min / --q-cap")
     low = distinct < feasible.epsilon_min
     at_cap = distinct >= feasible.epsilon_max
@@ -485,7 +486,7 @@ class ScfFit:
 def fit_scf(curve: EpsilonCurve, q_cap: float, points: int = SCF_POINTS) -> ScfFit:
     """Algorithm 3, lines 1-7: epsilon* on Pi = {q_cap i / points}, then the least-squares fit."""
     if points < 3:
-        raise ValueError(f"SCF needs at least 3 grid points, got {points}")
+        raise InvalidParameter(f"SCF needs at least 3 grid points, got {points}")
     qs = q_cap * np.arange(1, points + 1) / points
     eps = curve(qs)
     # Start from the straight-line fit of ln(epsilon) (c = 0), then fit all three together.
@@ -545,9 +546,9 @@ def _evaluate(curve: EpsilonCurve, qs: np.ndarray) -> np.ndarray:
 
 def _check_rates(q_min: float, q_cap: float) -> None:
     if not 0 < q_cap <= 1:
-        raise ValueError(f"q cap must be in (0, 1], got {q_cap:g}")
+        raise InvalidParameter(f"q cap must be in (0, 1], got {q_cap:g}")
     if not 0 < q_min <= q_cap:
-        raise ValueError(f"q min must be in (0, q cap = {q_cap:g}], got {q_min:g}")
+        raise InvalidParameter(f"q min must be in (0, q cap = {q_cap:g}], got {q_min:g}")
 
 
 def _range(values: np.ndarray) -> tuple[float, float] | None:

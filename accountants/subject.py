@@ -10,6 +10,7 @@ A subject's holding is the list of its item counts at the members holding it; th
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import csv
 import math
 from collections import Counter, defaultdict
@@ -31,13 +32,13 @@ def allocate_items(items: int, members: int, distribution: str = "uniform", alph
     can be spread more widely (at most min(items, N) members).
     """
     if items < 1 or members < 1:
-        raise ValueError("items and members must be >= 1")
+        raise InvalidParameter("items and members must be >= 1")
     if distribution not in DISTRIBUTIONS:
-        raise ValueError(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+        raise InvalidParameter(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
     if distribution == "uniform":
         alpha = 1.0
     if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got {alpha}")
+        raise InvalidParameter(f"alpha must be > 0, got {alpha}")
     edges = (np.arange(members + 1) / members) ** alpha
     exact = items * np.diff(edges)
     counts = np.floor(exact).astype(int)
@@ -64,10 +65,10 @@ def read_holdings(path: Path) -> dict[str, list[int]]:
     try:
         text = Path(path).read_text(encoding="utf-8-sig")  # spreadsheets often write a BOM
     except (OSError, UnicodeDecodeError) as err:
-        raise ValueError(f"--holdings: cannot read {path}: {err}") from None
+        raise InvalidParameter(f"--holdings: cannot read {path}: {err}") from None
     rows = [row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)]
     if not rows:
-        raise ValueError(f"--holdings: {path} has no (subject, member) rows")
+        raise InvalidParameter(f"--holdings: {path} has no (subject, member) rows")
     names = [cell.strip().lower() for cell in rows[0]]
     if "subject" in names and "member" in names:
         subject_col, member_col = names.index("subject"), names.index("member")
@@ -75,14 +76,14 @@ def read_holdings(path: Path) -> dict[str, list[int]]:
     elif len(rows[0]) >= 2 and all(_is_number(cell) for cell in rows[0][:2]):
         subject_col, member_col = 0, 1
     else:
-        raise ValueError(f"--holdings: the first row of {path} must be a header naming the columns "
+        raise InvalidParameter(f"--holdings: the first row of {path} must be a header naming the columns "
                          f"subject and member (e.g. {HOLDINGS_HEADER!r}), got {','.join(rows[0])!r}")
     if not rows:
-        raise ValueError(f"--holdings: {path} has no (subject, member) rows")
+        raise InvalidParameter(f"--holdings: {path} has no (subject, member) rows")
     width = max(subject_col, member_col) + 1
     for number, row in enumerate(rows, start=1):
         if len(row) < width or not row[subject_col].strip() or not row[member_col].strip():
-            raise ValueError(f"--holdings: {path} data row {number} needs a subject id and a member id")
+            raise InvalidParameter(f"--holdings: {path} data row {number} needs a subject id and a member id")
     return holdings_from_pairs((row[subject_col].strip(), row[member_col].strip()) for row in rows)
 
 
@@ -110,7 +111,7 @@ def subject_sampling_rate(q: float, items: int) -> float:
     bounded by C, so one step is a Poisson-subsampled Gaussian at this rate for the subject.
     """
     if not 0 < q <= 1:
-        raise ValueError(f"q must be in (0, 1], got {q}")
+        raise InvalidParameter(f"q must be in (0, 1], got {q}")
     if items < 1:
-        raise ValueError(f"items must be >= 1, got {items}")
+        raise InvalidParameter(f"items must be >= 1, got {items}")
     return -math.expm1(items * math.log1p(-q)) if q < 1 else 1.0

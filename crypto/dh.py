@@ -8,6 +8,7 @@ independent seeds for the pairwise masks (setup (e), round (c)) and for sealing 
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import hashlib
 import hmac
 import secrets
@@ -61,9 +62,9 @@ def validate_public_key(public: int) -> int:
     a handful of values.
     """
     if not isinstance(public, int) or not 1 < public < MODP_3072_PRIME - 1:
-        raise ValueError("DH public key is not in (1, p - 1)")
+        raise InvalidParameter("DH public key is not in (1, p - 1)")
     if gmpy2.powmod(public, MODP_3072_ORDER, MODP_3072_PRIME) != 1:
-        raise ValueError("DH public key is not in the prime-order subgroup of the RFC 3526 group")
+        raise InvalidParameter("DH public key is not in the prime-order subgroup of the RFC 3526 group")
     return public
 
 
@@ -76,7 +77,7 @@ def shared_secret(own: DhKeyPair, peer_public: int) -> bytes:
 def hkdf_sha256(ikm: bytes, *, salt: bytes, info: bytes, length: int = SEED_BYTES) -> bytes:
     """HKDF-SHA256 (RFC 5869 §2.2-2.3): extract PRK = HMAC(salt, IKM), then expand with `info`."""
     if not 0 < length <= 255 * hashlib.sha256().digest_size:
-        raise ValueError(f"HKDF output length must be in [1, 8160], got {length}")
+        raise InvalidParameter(f"HKDF output length must be in [1, 8160], got {length}")
     prk = hmac.new(salt or bytes(hashlib.sha256().digest_size), ikm, hashlib.sha256).digest()
     blocks, block = [], b""
     for counter in range(1, -(-length // hashlib.sha256().digest_size) + 1):

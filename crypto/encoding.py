@@ -12,6 +12,7 @@ halves the error to P / 2 per encoded value.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ DEFAULT_VALUE_BOUND = 1e10
 def lcm_up_to(n_max: int) -> int:
     """C_LCM = lcm(1, 2, ..., N_max) (Protocol 1, setup (a))."""
     if isinstance(n_max, bool) or not isinstance(n_max, int) or n_max < 1:
-        raise ValueError(f"N_max must be a positive integer, got {n_max!r}")
+        raise InvalidParameter(f"N_max must be a positive integer, got {n_max!r}")
     return math.lcm(*range(1, n_max + 1))
 
 
@@ -55,10 +56,10 @@ class Encoding:
     def __post_init__(self) -> None:
         if not (isinstance(self.precision, (int, float)) and math.isfinite(self.precision)
                 and self.precision > 0):
-            raise ValueError(f"precision P must be a finite number > 0, got {self.precision!r}")
+            raise InvalidParameter(f"precision P must be a finite number > 0, got {self.precision!r}")
         if not (isinstance(self.value_bound, (int, float)) and math.isfinite(self.value_bound)
                 and self.value_bound > 0):
-            raise ValueError(f"value bound must be a finite number > 0, got {self.value_bound!r}")
+            raise InvalidParameter(f"value bound must be a finite number > 0, got {self.value_bound!r}")
         object.__setattr__(self, "c_lcm", lcm_up_to(self.n_max))
 
     @property
@@ -78,7 +79,7 @@ class Encoding:
         """ValueError unless every possible aggregate decodes exactly (|aggregate| < n / 2)."""
         bound = self.aggregate_bound(users, silos)
         if bound >= modulus // 2:
-            raise ValueError(
+            raise InvalidParameter(
                 f"the plaintext space is too small: a {int(modulus).bit_length()}-bit modulus holds "
                 f"aggregates up to 2^{int(modulus).bit_length() - 1}, but |U| + |S| = "
                 f"{users + silos} values of up to {self.value_bound:g} at precision "
@@ -90,9 +91,9 @@ class Encoding:
     def check_count(self, count: int, what: str = "count") -> None:
         """ValueError if a record count is negative or above N_max (condition (1) of D.4)."""
         if count < 0:
-            raise ValueError(f"{what} must be >= 0, got {count}")
+            raise InvalidParameter(f"{what} must be >= 0, got {count}")
         if count > self.n_max:
-            raise ValueError(
+            raise InvalidParameter(
                 f"{what} {count} exceeds N_max = {self.n_max}: C_LCM / N_u would not be an "
                 f"integer and the result would not decode; raise N_max or cap records per user"
             )
@@ -101,10 +102,10 @@ class Encoding:
         """Algorithm 5 lines 2-4: round(x / P) as Python ints, for |x| <= value_bound only."""
         array = np.asarray(values, dtype=float).ravel()
         if not np.all(np.isfinite(array)):
-            raise ValueError("cannot encode a non-finite value (nan or inf)")
+            raise InvalidParameter("cannot encode a non-finite value (nan or inf)")
         largest = float(np.max(np.abs(array))) if array.size else 0.0
         if largest > self.value_bound:
-            raise ValueError(
+            raise InvalidParameter(
                 f"value {largest:g} exceeds the encoding's value bound {self.value_bound:g}; "
                 f"it could overflow the plaintext space and decode wrongly"
             )
@@ -116,7 +117,7 @@ class Encoding:
         """Algorithm 5 Encode: round(x / P) mod n for each value."""
         n = gmpy2.mpz(modulus)
         if self.max_fixed >= n // 2:
-            raise ValueError("the value bound over the precision does not fit in F_n")
+            raise InvalidParameter("the value bound over the precision does not fit in F_n")
         return [gmpy2.mpz(v) % n for v in self.fixed_point(values)]
 
     def decode(self, value: int, modulus: int, *, bound: int, scaled: bool = True) -> float:
@@ -129,14 +130,14 @@ class Encoding:
         bound such a value would decode silently to garbage.
         """
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
-            raise ValueError(f"decode needs an integer bound >= 0 on the signed representative, "
+            raise InvalidParameter(f"decode needs an integer bound >= 0 on the signed representative, "
                              f"got {bound!r}")
         n = int(modulus)
         signed = int(value) % n
         if signed > n // 2:
             signed -= n
         if abs(signed) > bound:
-            raise ValueError(
+            raise InvalidParameter(
                 "decrypted aggregate is outside the decodable range: some N_u exceeds N_max "
                 f"= {self.n_max}, or a value exceeded the bound {self.value_bound:g}"
             )

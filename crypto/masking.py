@@ -7,6 +7,7 @@ and -r_{s,s'} for every s' < s, with r_{s,s'} = r_{s',s} expanded from the pairw
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from collections.abc import Mapping, Sequence
 
 import gmpy2
@@ -25,7 +26,7 @@ def pairwise_masks(
     total = [gmpy2.mpz(0)] * count
     for peer, seed in pair_seeds.items():
         if peer == own_id:
-            raise ValueError(f"silo {own_id} cannot share a mask with itself")
+            raise InvalidParameter(f"silo {own_id} cannot share a mask with itself")
         sign = 1 if peer > own_id else -1
         stream = field_elements(seed, label, count, modulus)
         total = [(acc + sign * r) % modulus for acc, r in zip(total, stream)]
@@ -35,14 +36,14 @@ def pairwise_masks(
 def add_masks(values: Sequence[int], masks: Sequence[int], modulus: int) -> list[gmpy2.mpz]:
     """values + masks (mod n), element-wise."""
     if len(values) != len(masks):
-        raise ValueError(f"{len(values)} values but {len(masks)} masks")
+        raise InvalidParameter(f"{len(values)} values but {len(masks)} masks")
     return [(gmpy2.mpz(v) + m) % modulus for v, m in zip(values, masks)]
 
 
 def blind(values: Sequence[int], blinds: Sequence[int], modulus: int) -> list[gmpy2.mpz]:
     """B(x) = r x (mod n), element-wise: multiplicative blinding (Protocol 1, setup (d))."""
     if len(values) != len(blinds):
-        raise ValueError(f"{len(values)} values but {len(blinds)} blinds")
+        raise InvalidParameter(f"{len(values)} values but {len(blinds)} blinds")
     return [gmpy2.mpz(r) * v % modulus for v, r in zip(values, blinds)]
 
 
@@ -50,5 +51,5 @@ def inverse_mod(value: int, modulus: int) -> gmpy2.mpz:
     """value^{-1} mod n (Protocol 1, setup (f)); ValueError if value is not a unit of F_n."""
     value = gmpy2.mpz(value) % modulus
     if value == 0 or gmpy2.gcd(value, modulus) != 1:
-        raise ValueError("value has no inverse modulo n (zero, or shares a factor with n)")
+        raise InvalidParameter("value has no inverse modulo n (zero, or shares a factor with n)")
     return gmpy2.invert(value, modulus)

@@ -12,6 +12,7 @@ Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a) (mod n) -- the homomorphisms §4
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import numbers
 import secrets
 from dataclasses import dataclass, field
@@ -122,13 +123,13 @@ class PrivateKey:
 def check_key_bits(key_bits: int, *, test_keys: bool = False) -> int:
     """`key_bits` if allowed: >= 2048 always, down to 256 only with `test_keys=True` (insecure)."""
     if isinstance(key_bits, bool) or not isinstance(key_bits, int):
-        raise ValueError(f"key_bits must be an integer, got {key_bits!r}")
+        raise InvalidParameter(f"key_bits must be an integer, got {key_bits!r}")
     if key_bits % 2:
-        raise ValueError(f"key_bits must be even (n = p q with equal-sized primes), got {key_bits}")
+        raise InvalidParameter(f"key_bits must be even (n = p q with equal-sized primes), got {key_bits}")
     if key_bits < MIN_TEST_KEY_BITS:
-        raise ValueError(f"key_bits must be >= {MIN_TEST_KEY_BITS}, got {key_bits}")
+        raise InvalidParameter(f"key_bits must be >= {MIN_TEST_KEY_BITS}, got {key_bits}")
     if key_bits < MIN_SECURE_KEY_BITS and not test_keys:
-        raise ValueError(
+        raise InvalidParameter(
             f"key_bits {key_bits} < {MIN_SECURE_KEY_BITS} is insecure; use >= "
             f"{MIN_SECURE_KEY_BITS} (default {DEFAULT_KEY_BITS}), or test_keys=True for tests only"
         )
@@ -144,19 +145,19 @@ def check_modulus(modulus: int, key_bits: int, *, test_keys: bool = False) -> in
     gives λ). Without this a silo would encrypt under whatever small modulus it was sent.
     """
     if isinstance(modulus, bool) or not isinstance(modulus, numbers.Integral):
-        raise ValueError(f"the Paillier modulus must be an integer, got {type(modulus).__name__}")
+        raise InvalidParameter(f"the Paillier modulus must be an integer, got {type(modulus).__name__}")
     n = int(modulus)
     bits = n.bit_length()
     if n < 3 or n % 2 == 0:
-        raise ValueError(f"the Paillier modulus must be an odd integer > 2 (n = p q), got {n}"
+        raise InvalidParameter(f"the Paillier modulus must be an odd integer > 2 (n = p q), got {n}"
                          if bits <= 64 else "the Paillier modulus must be odd (n = p q)")
     if bits < MIN_SECURE_KEY_BITS and not test_keys:
-        raise ValueError(
+        raise InvalidParameter(
             f"a {bits}-bit Paillier modulus is insecure; keys must have >= {MIN_SECURE_KEY_BITS} "
             f"bits (default {DEFAULT_KEY_BITS}), or test_keys=True for tests only"
         )
     if bits < key_bits - 1:
-        raise ValueError(f"the Paillier modulus has {bits} bits, but the agreed key size is "
+        raise InvalidParameter(f"the Paillier modulus has {bits} bits, but the agreed key size is "
                          f"{key_bits} bits (at least {key_bits - 1} accepted)")
     return modulus
 

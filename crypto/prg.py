@@ -8,6 +8,7 @@ element i can be computed without the ones before it.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import hashlib
 
 import gmpy2
@@ -25,9 +26,9 @@ def _block(seed: bytes, label: bytes, index: int, attempt: int, nbytes: int) -> 
 def field_element(seed: bytes, label: str, index: int, modulus: int) -> gmpy2.mpz:
     """Element `index` of the stream (seed, label): uniform on [0, modulus)."""
     if len(seed) < MIN_SEED_BYTES:
-        raise ValueError(f"PRG seed must have >= {MIN_SEED_BYTES} bytes, got {len(seed)}")
+        raise InvalidParameter(f"PRG seed must have >= {MIN_SEED_BYTES} bytes, got {len(seed)}")
     if modulus < 2:
-        raise ValueError(f"modulus must be >= 2, got {modulus}")
+        raise InvalidParameter(f"modulus must be >= 2, got {modulus}")
     bits = int(modulus - 1).bit_length()
     nbytes = (bits + 7) // 8
     excess = 8 * nbytes - bits

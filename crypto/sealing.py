@@ -7,6 +7,8 @@ HMAC-SHA256 (both from hashlib/hmac), keys split from the pairwise key by HKDF.
 """
 from __future__ import annotations
 
+from uldp.errors import ProtocolError
+
 import hashlib
 import hmac
 import secrets
@@ -51,6 +53,6 @@ def open_sealed(key: bytes, box: SealedBox, associated: bytes = b"") -> bytes:
     enc_key, mac_key = _keys(key)
     expected = hmac.new(mac_key, associated + box.nonce + box.ciphertext, hashlib.sha256).digest()
     if not hmac.compare_digest(expected, box.tag):
-        raise ValueError("sealed box failed authentication (wrong key or tampered in transit)")
+        raise ProtocolError("sealed box failed authentication (wrong key or tampered in transit)")
     stream = _keystream(enc_key, box.nonce, len(box.ciphertext))
     return bytes(a ^ b for a, b in zip(box.ciphertext, stream))

@@ -24,6 +24,7 @@ randomness afterwards (`finish`), also spread over the processes in the fast pat
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 import multiprocessing
 import os
@@ -135,7 +136,7 @@ def fast_products(
     d = len(fixed[0]) if fixed else 0
     workers = default_workers() if workers is None else workers
     if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
+        raise InvalidParameter(f"workers must be >= 1, got {workers}")
     if len(weights) + obfuscator_count < 4 * workers:
         workers = 1  # too little work to pay for starting processes
     user_parts = _chunks(len(weights), 2 * workers if workers > 1 else 1)
@@ -179,7 +180,7 @@ def finish(
     if obfuscators is None:
         obfuscators = [public_key.obfuscator() for _ in products]
     if not len(products) == len(offsets) == len(obfuscators):
-        raise ValueError("products, offsets and obfuscators must have the same length")
+        raise InvalidParameter("products, offsets and obfuscators must have the same length")
     return [public_key.add_plain(c, m) * r % public_key.nsquare
             for c, m, r in zip(products, offsets, obfuscators)]
 
@@ -196,12 +197,12 @@ def encrypted_weighted_sum(
     "straightforward" (the reference); both give the same plaintexts.
     """
     if not len(weights) == len(factors) == len(fixed):
-        raise ValueError(f"{len(weights)} weights, {len(factors)} factors, {len(fixed)} delta rows")
+        raise InvalidParameter(f"{len(weights)} weights, {len(factors)} factors, {len(fixed)} delta rows")
     if method == "straightforward":
         return finish(public_key, straightforward_products(public_key, weights, factors, fixed),
                       offsets)
     if method != "fast":
-        raise ValueError(f"method must be 'fast' or 'straightforward', got {method!r}")
+        raise InvalidParameter(f"method must be 'fast' or 'straightforward', got {method!r}")
     products, obfuscators = fast_products(public_key, weights, factors, fixed, workers=workers,
                                           obfuscator_count=len(offsets))
     return finish(public_key, products, offsets, obfuscators)

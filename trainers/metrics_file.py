@@ -6,6 +6,7 @@ checkpoint holds before adding new ones.
 """
 from __future__ import annotations
 
+from uldp.errors import DataError
 import csv
 import io
 import json
@@ -21,7 +22,7 @@ def metrics_format(path: str | os.PathLike) -> str:
     """jsonl or csv from the extension; ValueError for anything else."""
     suffix = Path(path).suffix.lower()
     if suffix not in FORMATS:
-        raise ValueError(f"--metrics must end in .jsonl or .csv, got {Path(path).name!r}")
+        raise DataError(f"--metrics must end in .jsonl or .csv, got {Path(path).name!r}")
     return FORMATS[suffix]
 
 

@@ -13,6 +13,7 @@ and hence gradient 0, which leaves a model unchanged under plain SGD.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from typing import Callable
 
 import numpy as np
@@ -110,20 +111,20 @@ def default_model_name(dataset: str, task: str, feature_shape: tuple[int, ...]) 
 def build_model(name: str, *, task: str, feature_shape: tuple[int, ...], n_classes: int) -> nn.Module:
     """A model for the task: multiclass has one logit per class, binary one logit, survival one score."""
     if name not in MODELS:
-        raise ValueError(f"model must be one of {', '.join(MODELS)}, got {name!r}")
+        raise InvalidParameter(f"model must be one of {', '.join(MODELS)}, got {name!r}")
     outputs = n_classes if task == "multiclass" else 1
     if name == "cnn":
         if tuple(feature_shape) != (1, 28, 28):
-            raise ValueError(f"the CNN takes 1x28x28 images, got features of shape {feature_shape}")
+            raise InvalidParameter(f"the CNN takes 1x28x28 images, got features of shape {feature_shape}")
         return MnistCNN(outputs)
     if len(feature_shape) != 1:
-        raise ValueError(f"model {name!r} takes flat feature vectors, got shape {feature_shape}")
+        raise InvalidParameter(f"model {name!r} takes flat feature vectors, got shape {feature_shape}")
     if name == "cox":
         if task != "survival":
-            raise ValueError("the Cox model is for survival tasks")
+            raise InvalidParameter("the Cox model is for survival tasks")
         return CoxLinear(feature_shape[0])
     if task == "survival":
-        raise ValueError(f"survival tasks need the cox model, got {name!r}")
+        raise InvalidParameter(f"survival tasks need the cox model, got {name!r}")
     if name == "logistic":
         return LogisticRegression(feature_shape[0], outputs)
     return MLP(feature_shape[0], outputs)
@@ -172,7 +173,7 @@ def loss_for(task: str) -> LossFn:
     try:
         return {"multiclass": cross_entropy_loss, "binary": binary_loss, "survival": cox_loss}[task]
     except KeyError:
-        raise ValueError(f"task must be multiclass, binary or survival, got {task!r}") from None
+        raise InvalidParameter(f"task must be multiclass, binary or survival, got {task!r}") from None
 
 
 def accuracy(output: np.ndarray, y: np.ndarray) -> float:
@@ -222,4 +223,4 @@ def metric_value(metric: str, output: np.ndarray, y: np.ndarray) -> float:
         return roc_auc(output, y)
     if metric == "c_index":
         return c_index(output, y)
-    raise ValueError(f"metric must be accuracy, roc_auc or c_index, got {metric!r}")
+    raise InvalidParameter(f"metric must be accuracy, roc_auc or c_index, got {metric!r}")

@@ -18,6 +18,7 @@ user's model unchanged through them, exactly as if those steps did not exist.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass
 
@@ -48,11 +49,11 @@ class LocalTraining:
 
     def __post_init__(self) -> None:
         if self.epochs < 1:
-            raise ValueError(f"local epochs must be >= 1, got {self.epochs}")
+            raise InvalidParameter(f"local epochs must be >= 1, got {self.epochs}")
         if not self.lr > 0:
-            raise ValueError(f"local learning rate must be > 0, got {self.lr}")
+            raise InvalidParameter(f"local learning rate must be > 0, got {self.lr}")
         if self.batch_size is not None and self.batch_size < 1:
-            raise ValueError(f"local batch size must be >= 1, got {self.batch_size}")
+            raise InvalidParameter(f"local batch size must be >= 1, got {self.batch_size}")
 
 
 def flat_parameters(params: dict[str, torch.Tensor]) -> torch.Tensor:

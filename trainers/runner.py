@@ -18,6 +18,7 @@ as secret as the noise) and the torch RNG state.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import dataclasses
 import math
 import os
@@ -265,18 +266,18 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
 def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: str) -> dict | None:
     """The saved state to resume from (None: no checkpoint yet, start from round 1)."""
     if checkpoint is None:
-        raise ValueError("--resume needs --checkpoint DIR")
+        raise InvalidParameter("--resume needs --checkpoint DIR")
     if not checkpoint.exists():
         return None
     state = torch.load(checkpoint, map_location=device, weights_only=True)
     if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
-        raise ValueError(f"{checkpoint} was written by a different run (settings or data differ); "
+        raise InvalidParameter(f"{checkpoint} was written by a different run (settings or data differ); "
                          "use the same flags, or another --checkpoint directory")
     if state["round"] > cfg.rounds:
-        raise ValueError(f"--rounds {cfg.rounds} is fewer than the {state['round']} rounds the "
+        raise InvalidParameter(f"--rounds {cfg.rounds} is fewer than the {state['round']} rounds the "
                          f"checkpoint already ran; give --rounds {state['round']} or more")
     if cfg.noise_seed is not None and cfg.noise_seed != state["noise_entropy"]:
-        raise ValueError("--noise-seed differs from the one the checkpoint ran with")
+        raise InvalidParameter("--noise-seed differs from the one the checkpoint ran with")
     return state
 
 

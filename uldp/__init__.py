@@ -11,7 +11,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .errors import DataError, InvalidParameter, UldpError, UnreachableBudget
+from .errors import DataError, InvalidParameter, ProtocolError, UldpError, UnreachableBudget
 
 try:
     __version__ = version("uldp")
@@ -27,7 +27,7 @@ _ENTRY_POINTS = {
     "WeightingSession": "uldp.crypto",
 }
 
-__all__ = ["DataError", "InvalidParameter", "UldpError", "UnreachableBudget", "__version__",
+__all__ = ["DataError", "InvalidParameter", "ProtocolError", "UldpError", "UnreachableBudget", "__version__",
            *_ENTRY_POINTS]
 
 

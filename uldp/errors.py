@@ -21,3 +21,7 @@ class UnreachableBudget(UldpError, ValueError):
 
 class DataError(UldpError, ValueError):
     """Input data (a CSV, a holdings file, a data set) that cannot be used as given."""
+
+
+class ProtocolError(UldpError, ValueError):
+    """A protocol message that fails its checks (wrong size, stale round, out-of-range value)."""

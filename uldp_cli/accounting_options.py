@@ -10,6 +10,8 @@ from typing import Callable
 
 import click
 
+from uldp.errors import UldpError
+
 from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
 from uldp.accountants.algorithms import ALGORITHMS, Plan, plan_algorithm
 from uldp.accountants.conversion import CONVERSIONS
@@ -30,7 +32,7 @@ class OrdersType(click.ParamType):
         value = str(value)
         try:
             resolve_orders(value)
-        except ValueError as err:
+        except UldpError as err:
             self.fail(str(err), param, ctx)
         return value
 
@@ -133,7 +135,7 @@ def build_plan(algo: str | None, *, sigma: float, q: float | None, steps: int | 
         return plan_algorithm(algo, sigma=sigma, rounds=rounds, user_q=user_q, silos=silos,
                               silo_sizes=silo_sizes, batch_size=batch_size, record_q=record_q,
                               local_epochs=local_epochs, k=k)
-    except ValueError as err:
+    except UldpError as err:
         raise click.UsageError(str(err)) from None
 
 

@@ -8,6 +8,7 @@ matplotlib is imported only when a plot is asked for, with the Agg backend (no d
 """
 from __future__ import annotations
 
+from uldp.errors import DataError
 import csv
 import io
 from dataclasses import dataclass
@@ -103,7 +104,7 @@ def _read_arrow(path: Path, budget_column: str, id_column: str | None):
             include_columns=columns, column_types=types, null_values=[""],
             strings_can_be_null=False))
     except (pa.ArrowInvalid, OSError) as error:
-        raise ValueError(str(error)) from error
+        raise DataError(str(error)) from error
     column = table.column(budget_column)
     values = column.to_numpy(zero_copy_only=False)  # empty cells (nulls) arrive as NaN
     missing = column.is_null().to_numpy(zero_copy_only=False)
@@ -120,7 +121,7 @@ def _read_stdlib(path: Path, budget_column: str, id_column: str | None):
             try:
                 values.append(float(text) if text else float("nan"))
             except ValueError:
-                raise ValueError(f"row {row}: budget {text!r} is not a number") from None
+                raise DataError(f"row {row}: budget {text!r} is not a number") from None
             if id_column is not None:
                 ids.append(record.get(id_column) or "")
     return (None if id_column is None else np.asarray(ids, dtype=object),

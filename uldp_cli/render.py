@@ -4,6 +4,7 @@ Every subcommand builds rows (dicts) and calls `emit`; nothing else writes resul
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import csv
 import io
 import json
@@ -61,7 +62,7 @@ def emit(
     elif fmt == "csv":
         click.echo(_csv_text(columns, rows), nl=False)
     else:
-        raise ValueError(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+        raise InvalidParameter(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
 
 
 def format_cell(value: Any) -> str:

@@ -6,6 +6,7 @@ the plaintext weighted sum. Used by `uldp bench protocol` and benchmarks/bench_p
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -58,7 +59,7 @@ def default_n_max(key_bits: int, users: int, silos: int, precision: float) -> in
     n_max = largest_n_max(2 ** (key_bits - 1), users, silos, precision=precision,
                           value_bound=DEFAULT_VALUE_BOUND, ceiling=DEFAULT_N_MAX)
     if n_max < 1:
-        raise ValueError(f"a {key_bits}-bit key cannot hold values of {DEFAULT_VALUE_BOUND:g} at "
+        raise InvalidParameter(f"a {key_bits}-bit key cannot hold values of {DEFAULT_VALUE_BOUND:g} at "
                          f"precision {precision:g}; use a larger key or a coarser precision")
     return n_max
 

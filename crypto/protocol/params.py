@@ -1,6 +1,7 @@
 """The public parameters of Protocol 1 that every party agrees on before setup."""
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from dataclasses import dataclass, field
 
 from uldp.crypto.encoding import Encoding
@@ -25,5 +26,5 @@ class ProtocolParams:
         for name in ("silos", "users", "dimension"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+                raise InvalidParameter(f"{name} must be a positive integer, got {value!r}")
         check_key_bits(self.key_bits, test_keys=self.test_keys)

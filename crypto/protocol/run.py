@@ -6,6 +6,7 @@ of ULDP-FL). `secure_weighted_sum` is the one-call entry point for training code
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ def setup(counts: np.ndarray, params: ProtocolParams,
     """Setup (a)-(f) of Protocol 1 for `counts` (|S|, |U|) = n_{s,u}; each silo sees only its row."""
     counts = np.asarray(counts)
     if counts.shape != (params.silos, params.users):
-        raise ValueError(f"counts must have shape ({params.silos}, {params.users}), got {counts.shape}")
+        raise InvalidParameter(f"counts must have shape ({params.silos}, {params.users}), got {counts.shape}")
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     server = AggregationServer(params, keypair)
@@ -82,7 +83,7 @@ def weighting_round(federation: Federation, round_index: int, silo_deltas: Seque
     """Round (a)-(c): encrypted weights, each silo's masked encrypted sum, decryption."""
     server, silos = federation.server, federation.silos
     if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
-        raise ValueError(f"need one delta array and one noise share per silo ({len(silos)})")
+        raise InvalidParameter(f"need one delta array and one noise share per silo ({len(silos)})")
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     weights = server.encrypted_weights(round_index, sampled)
@@ -139,7 +140,7 @@ def rounding_tolerance(encoding: Encoding, users: int, silos: int,
     """
     bound = encoding.value_bound if max_abs is None else float(max_abs)
     if not (np.isfinite(bound) and bound >= 0):
-        raise ValueError(f"max_abs must be a finite number >= 0, got {max_abs!r}")
+        raise InvalidParameter(f"max_abs must be a finite number >= 0, got {max_abs!r}")
     k = users + 2 * silos + 6
     gamma = k * FLOAT64_UNIT_ROUNDOFF / (1 - k * FLOAT64_UNIT_ROUNDOFF)
     half = encoding.precision / 2
@@ -168,12 +169,12 @@ def secure_weighted_sum(silo_deltas: list[np.ndarray],  # per silo, (users, d) c
     """
     silos = np.shape(counts)[0] if np.ndim(counts) == 2 else None
     if len(silo_deltas) != silos or len(silo_noise) != silos:
-        raise ValueError(f"counts must be (silos, users) with one delta array and one noise share "
+        raise InvalidParameter(f"counts must be (silos, users) with one delta array and one noise share "
                          f"per silo; got counts of shape {np.shape(counts)}, {len(silo_deltas)} "
                          f"delta arrays and {len(silo_noise)} noise shares")
     first = np.asarray(silo_deltas[0])
     if first.ndim != 2:
-        raise ValueError(f"each silo's deltas must be a (users, d) array, got shape {first.shape}")
+        raise InvalidParameter(f"each silo's deltas must be a (users, d) array, got shape {first.shape}")
     session = WeightingSession(counts, first.shape[1], key_bits=key_bits, test_keys=test_keys,
                                precision=precision, n_max=n_max)
     return session.round(silo_deltas, sampled, silo_noise)
@@ -192,7 +193,7 @@ class WeightingSession:
                  n_max: int | None = None, workers: int | None = None) -> None:
         counts = np.asarray(counts)
         if counts.ndim != 2 or not np.issubdtype(counts.dtype, np.integer):
-            raise ValueError(f"counts must be a (silos, users) integer array, got {counts.dtype} "
+            raise InvalidParameter(f"counts must be a (silos, users) integer array, got {counts.dtype} "
                              f"{counts.shape}")
         silos, users = counts.shape
         precision = DEFAULT_PRECISION if precision is None else precision
@@ -201,7 +202,7 @@ class WeightingSession:
             n_max = largest_n_max(public.n, users, silos, precision=precision,
                                   value_bound=DEFAULT_VALUE_BOUND, ceiling=DEFAULT_N_MAX)
             if n_max < 1:
-                raise ValueError(f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
+                raise InvalidParameter(f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
                                  f"{precision:g}; use a larger key or a coarser precision")
         encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
         for u, total in enumerate(counts.sum(axis=0).tolist()):
@@ -217,11 +218,11 @@ class WeightingSession:
         """One weighting round (a)-(c): the decoded weighted sum plus the noise shares."""
         p = self.params
         if len(silo_deltas) != p.silos or len(silo_noise) != p.silos:
-            raise ValueError(f"counts has {p.silos} silos but got {len(silo_deltas)} delta arrays "
+            raise InvalidParameter(f"counts has {p.silos} silos but got {len(silo_deltas)} delta arrays "
                              f"and {len(silo_noise)} noise shares")
         for deltas in silo_deltas:
             if np.shape(deltas) != (p.users, p.dimension):
-                raise ValueError(f"each silo's deltas must be ({p.users}, {p.dimension}), "
+                raise InvalidParameter(f"each silo's deltas must be ({p.users}, {p.dimension}), "
                                  f"got {np.shape(deltas)}")
         result = weighting_round(self.federation, self.rounds_done, silo_deltas, silo_noise,
                                  sampled, workers=self.workers)

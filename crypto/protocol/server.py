@@ -7,6 +7,7 @@ round, masked encrypted sums whose decryptions are uniform except for their tota
 """
 from __future__ import annotations
 
+from uldp.errors import ProtocolError
 from collections.abc import Sequence
 
 import gmpy2
@@ -80,7 +81,7 @@ class AggregationServer:
         self.inbox.append(message)
         self._check_silo(message.silo)
         if len(message.values) != self.params.users:
-            raise ValueError(f"silo {message.silo} sent {len(message.values)} counts, "
+            raise ProtocolError(f"silo {message.silo} sent {len(message.values)} counts, "
                              f"expected {self.params.users}")
         self._histograms[message.silo] = message.values
 
@@ -110,7 +111,7 @@ class AggregationServer:
             raise RuntimeError("setup (f) has not run: no blinded inverses yet")
         sampled = np.asarray(sampled, dtype=bool)
         if sampled.shape != (self.params.users,):
-            raise ValueError(f"sampled must have shape ({self.params.users},), got {sampled.shape}")
+            raise ProtocolError(f"sampled must have shape ({self.params.users},), got {sampled.shape}")
         # The key holder encrypts through the CRT, about four times faster than with PK alone.
         sk = self.private_key
         ciphertexts = tuple(int(sk.encrypt(b if keep else 0))
@@ -123,9 +124,9 @@ class AggregationServer:
         self.inbox.append(message)
         self._check_silo(message.silo)
         if message.round not in self._sums:
-            raise ValueError(f"round {message.round} was not opened by the server")
+            raise ProtocolError(f"round {message.round} was not opened by the server")
         if len(message.ciphertexts) != self.params.dimension:
-            raise ValueError(f"silo {message.silo} sent {len(message.ciphertexts)} coordinates, "
+            raise ProtocolError(f"silo {message.silo} sent {len(message.ciphertexts)} coordinates, "
                              f"expected {self.params.dimension}")
         self._sums[message.round][message.silo] = message.ciphertexts
 
@@ -149,12 +150,12 @@ class AggregationServer:
 
     def _check_silo(self, silo: int) -> None:
         if not 0 <= silo < self.params.silos:
-            raise ValueError(f"unknown silo id {silo}")
+            raise ProtocolError(f"unknown silo id {silo}")
 
 
 def _check_keypair(keypair: tuple[PublicKey, PrivateKey], params: ProtocolParams) -> None:
     """ValueError unless a supplied key pair is one pair, of the agreed size (`check_modulus`)."""
     public, private = keypair
     if private.public_key.n != public.n:
-        raise ValueError("the Paillier private key does not belong to the public key")
+        raise ProtocolError("the Paillier private key does not belong to the public key")
     check_modulus(public.n, params.key_bits, test_keys=params.test_keys)

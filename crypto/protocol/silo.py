@@ -7,6 +7,7 @@ Paillier ciphertexts Enc(B_inv(N_u)) it cannot decrypt: nothing about another si
 """
 from __future__ import annotations
 
+from uldp.errors import ProtocolError
 import secrets
 from collections.abc import Sequence
 
@@ -36,13 +37,13 @@ class Silo:
 
     def __init__(self, silo_id: int, counts: Sequence[int] | np.ndarray, params: ProtocolParams) -> None:
         if not 0 <= silo_id < params.silos:
-            raise ValueError(f"silo id {silo_id} is not in [0, {params.silos})")
+            raise ProtocolError(f"silo id {silo_id} is not in [0, {params.silos})")
         counts = np.asarray(counts)
         if counts.shape != (params.users,):
-            raise ValueError(f"silo {silo_id}: counts must have shape ({params.users},), "
+            raise ProtocolError(f"silo {silo_id}: counts must have shape ({params.users},), "
                              f"got {counts.shape}")
         if not np.issubdtype(counts.dtype, np.integer):
-            raise ValueError(f"silo {silo_id}: counts n_su must be integers")
+            raise ProtocolError(f"silo {silo_id}: counts n_su must be integers")
         for u, n_su in enumerate(counts.tolist()):
             params.encoding.check_count(int(n_su), f"n_(s={silo_id},u={u})")
         self.id = silo_id
@@ -73,7 +74,7 @@ class Silo:
         self.inbox.append(message)
         publics = dict(message.publics)
         if set(publics) != set(range(self.params.silos)) or publics[self.id] != self._dh.public:
-            raise ValueError(f"silo {self.id}: the DH key broadcast is incomplete or altered")
+            raise ProtocolError(f"silo {self.id}: the DH key broadcast is incomplete or altered")
         for peer, public in publics.items():
             if peer == self.id:
                 continue
@@ -90,7 +91,7 @@ class Silo:
     def receive_sealed_seed(self, message: SealedSeedMessage) -> None:
         self.inbox.append(message)
         if message.recipient != self.id or message.sender != SEED_OWNER:
-            raise ValueError(f"silo {self.id}: sealed seed addressed to {message.recipient} "
+            raise ProtocolError(f"silo {self.id}: sealed seed addressed to {message.recipient} "
                              f"from {message.sender}")
         self._seed = open_sealed(self._seal_keys[SEED_OWNER], message.box, _seed_context(self.id))
 
@@ -131,16 +132,16 @@ class Silo:
         deltas = np.asarray(deltas, dtype=float)
         noise = np.asarray(noise, dtype=float)
         if deltas.shape != (p.users, p.dimension):
-            raise ValueError(f"silo {self.id}: deltas must have shape ({p.users}, {p.dimension}), "
+            raise ProtocolError(f"silo {self.id}: deltas must have shape ({p.users}, {p.dimension}), "
                              f"got {deltas.shape}")
         if noise.shape != (p.dimension,):
-            raise ValueError(f"silo {self.id}: noise must have shape ({p.dimension},), "
+            raise ProtocolError(f"silo {self.id}: noise must have shape ({p.dimension},), "
                              f"got {noise.shape}")
         if len(message.ciphertexts) != p.users:
-            raise ValueError(f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for "
+            raise ProtocolError(f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for "
                              f"{p.users} users")
         if message.round in self._rounds_used:
-            raise ValueError(f"silo {self.id}: round {message.round} was already used; a round "
+            raise ProtocolError(f"silo {self.id}: round {message.round} was already used; a round "
                              f"index must be fresh, or its pairwise masks would be reused")
         pk = self._public()
         encoding = p.encoding

@@ -1,10 +1,15 @@
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import click
+import pytest
 from click.testing import CliRunner
 
 from uldp.cli.errors import library_errors
 from uldp.cli.main import cli
+from uldp.errors import DataError, InvalidParameter, ProtocolError, UldpError, UnreachableBudget
 
 
 @click.command()
@@ -12,11 +17,11 @@ from uldp.cli.main import cli
 @library_errors()
 def dummy(fail: bool) -> None:
     if fail:
-        raise ValueError("target epsilon 0.01 is unreachable\nwith these orders")
+        raise UnreachableBudget("target epsilon 0.01 is unreachable\nwith these orders")
     click.echo("ok")
 
 
-def test_value_error_becomes_one_line_usage_error() -> None:
+def test_library_error_becomes_one_line_usage_error() -> None:
     result = CliRunner().invoke(dummy, ["--fail"])
     assert result.exit_code == 2
     assert "Traceback" not in result.output
@@ -29,14 +34,42 @@ def test_no_error_passes_through() -> None:
     assert result.exit_code == 0 and result.output == "ok\n"
 
 
-def test_group_turns_value_error_from_any_subcommand_into_usage_error() -> None:
+@pytest.mark.parametrize("error", [InvalidParameter, UnreachableBudget, DataError, ProtocolError])
+def test_every_library_error_is_a_uldp_error_and_a_value_error(error) -> None:
+    # ValueError kept as a base so that callers written against the earlier contract still work.
+    assert issubclass(error, UldpError) and issubclass(error, ValueError)
+
+
+def _invoke_raising(error: Exception) -> tuple[int, list[str]]:
     @cli.command("explode-for-test")
     def explode() -> None:
-        raise ValueError("bad input")
+        raise error
 
     try:
         result = CliRunner().invoke(cli, ["explode-for-test"])
     finally:
         cli.commands.pop("explode-for-test")
-    assert result.exit_code == 2
-    assert "Error: bad input" in result.output.splitlines()
+    return result.exit_code, result.output.splitlines()
+
+
+def test_group_turns_library_error_from_any_subcommand_into_usage_error() -> None:
+    code, lines = _invoke_raising(InvalidParameter("bad input"))
+    assert code == 2
+    assert "Error: bad input" in lines
+
+
+def test_a_plain_value_error_is_a_bug_not_the_users_fault() -> None:
+    # A ValueError from numpy or torch deep inside is not bad input: one line, exit status 1.
+    code = (
+        "import click, sys\n"
+        "from uldp.cli.main import cli\n"
+        "@cli.command('explode')\n"
+        "def explode():\n"
+        "    raise ValueError('operands could not be broadcast together')\n"
+        "cli(['explode'], prog_name='uldp')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.returncode == 1
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: internal error (ValueError: operands")
+    assert "ULDP_DEBUG=1" in lines[0]

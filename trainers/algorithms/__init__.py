@@ -5,6 +5,7 @@ Each is a server-side round plan, a silo-side update producing an explicit messa
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from .base import (Algorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig)
 from .fedavg import FedAvg
 from .group import UldpGroup
@@ -22,14 +23,14 @@ ACCOUNTED_AS = {"default": None, "uldp-naive": "uldp-naive", "uldp-group": "uldp
 def make_algorithm(cfg: TrainConfig, silos: list[SiloData], task: str) -> Algorithm:
     """The algorithm named by `cfg.algo`, prepared for these silos (uldp-group draws its flags)."""
     if cfg.algo not in ALGORITHMS:
-        raise ValueError(f"algo must be one of {', '.join(ALGORITHMS)}, got {cfg.algo!r}")
+        raise InvalidParameter(f"algo must be one of {', '.join(ALGORITHMS)}, got {cfg.algo!r}")
     if cfg.algo == "default":
         return FedAvg()
     if cfg.algo == "uldp-naive":
         return UldpNaive()
     if cfg.algo == "uldp-group":
         if task == "survival":
-            raise ValueError("uldp-group clips per-record gradients, and the Cox partial likelihood "
+            raise InvalidParameter("uldp-group clips per-record gradients, and the Cox partial likelihood "
                              "does not split into per-record losses; use another --algo for survival data")
         return UldpGroup.prepare(silos, cfg)
     if cfg.secure:

@@ -10,6 +10,7 @@ can replace the plaintext aggregation without touching the silo side.
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -48,24 +49,24 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
-            raise ValueError(f"rounds must be >= 1, got {self.rounds}")
+            raise InvalidParameter(f"rounds must be >= 1, got {self.rounds}")
         if not self.sigma > 0:
-            raise ValueError(f"sigma must be > 0, got {self.sigma}")
+            raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
         if not self.clip > 0:
-            raise ValueError(f"clip must be > 0, got {self.clip}")
+            raise InvalidParameter(f"clip must be > 0, got {self.clip}")
         if not 0 < self.user_q <= 1:
-            raise ValueError(f"user-q must be in (0, 1], got {self.user_q}")
+            raise InvalidParameter(f"user-q must be in (0, 1], got {self.user_q}")
         if not 0 < self.delta < 1:
-            raise ValueError(f"delta must be in (0, 1), got {self.delta}")
+            raise InvalidParameter(f"delta must be in (0, 1), got {self.delta}")
         if self.batch_size < 1:
-            raise ValueError(f"batch size must be >= 1, got {self.batch_size}")
+            raise InvalidParameter(f"batch size must be >= 1, got {self.batch_size}")
         if isinstance(self.group_k, int) and not isinstance(self.group_k, bool):
             if self.group_k < 1:
-                raise ValueError(f"group-k must be an integer >= 1, max or median, got {self.group_k}")
+                raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k}")
         elif self.group_k not in ("max", "median"):
-            raise ValueError(f"group-k must be an integer >= 1, max or median, got {self.group_k!r}")
+            raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k!r}")
         if self.secure and self.algo not in ("uldp-avg-w", "uldp-sgd-w"):
-            raise ValueError("--secure applies to uldp-avg-w and uldp-sgd-w (Protocol 1 weighting)")
+            raise InvalidParameter("--secure applies to uldp-avg-w and uldp-sgd-w (Protocol 1 weighting)")
 
     @property
     def local(self) -> LocalTraining:

@@ -17,6 +17,7 @@ User sampling, if asked, only removes users' records from a round; it is not cre
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 
 import numpy as np
@@ -34,7 +35,7 @@ def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
     """k as an integer: given, or the max / median of N_u over users with records (at least 1)."""
     if not isinstance(group_k, str):
         if group_k < 1:
-            raise ValueError(f"group-k must be >= 1, got {group_k}")
+            raise InvalidParameter(f"group-k must be >= 1, got {group_k}")
         return int(group_k)
     present = records_per_user[records_per_user > 0]
     if len(present) == 0:
@@ -43,7 +44,7 @@ def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
         return int(present.max())
     if group_k == "median":
         return max(1, int(math.ceil(np.median(present))))
-    raise ValueError(f"group-k must be an integer >= 1, max or median, got {group_k!r}")
+    raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {group_k!r}")
 
 
 def contribution_flags(users: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -18,6 +18,7 @@ their weighted sum, and the server's weighting is pluggable: plaintext by defaul
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import math
 
 import numpy as np
@@ -39,7 +40,7 @@ class PerUserClipping:
 
     def __init__(self, name: str) -> None:
         if name not in ("uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w"):
-            raise ValueError(f"not a per-user clipping algorithm: {name!r}")
+            raise InvalidParameter(f"not a per-user clipping algorithm: {name!r}")
         self.name = name
         self.weighted = name.endswith("-w")
         self.sgd = name.startswith("uldp-sgd")

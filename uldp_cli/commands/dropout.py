@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from uldp.errors import UldpError
+
 from uldp.accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_report, participant_weights,
                                  rate_only_round, weighted_round)
 from uldp.accountants.orders import orders_label
@@ -126,7 +128,7 @@ def _scenario(dropout: float, participants, examples, n_max, n0) -> DropoutRound
     weights = participant_weights(examples, n_max) if examples else [1.0] * participants
     try:
         return weighted_round(weights, dropout, n0)
-    except ValueError as err:
+    except UldpError as err:
         option = "--min-weight-sum" if "n_0" in str(err) else "--dropout"
         raise click.BadParameter(str(err), param_hint=f"'{option}'") from None
 
