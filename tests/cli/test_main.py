@@ -102,3 +102,20 @@ def test_a_bug_is_one_line_with_a_way_to_the_traceback(monkeypatch) -> None:
     monkeypatch.setenv("ULDP_DEBUG", "1")
     result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
     assert isinstance(result.exception, RuntimeError)
+
+
+def test_account_with_an_algorithm_imports_no_torch() -> None:
+    # `uldp account --algo` reads the algorithm registry, whose modules build trainers: torch is
+    # imported only when one trains, so accounting starts as fast as before.
+    code = (
+        "import sys\n"
+        "from uldp.cli.main import cli\n"
+        "try:\n"
+        "    cli(['account', '--algo', 'uldp-avg', '--sigma', '5', '--rounds', '100', '--user-q', '0.5'],"
+        " prog_name='uldp')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print('TORCH', 'torch' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "TORCH False" in done.stdout
