@@ -20,7 +20,7 @@ from uldp.accountants.orders import orders_label, resolve_orders
 
 from uldp.trainers.algorithms import plan_algorithm
 
-from .options import AlgorithmChoice, Probability, comma_list_option, delta_option
+from .options import AlgorithmChoice, AlgorithmOption, Probability, comma_list_option, delta_option
 
 
 class OrdersType(click.ParamType):
@@ -87,11 +87,11 @@ def algorithm_options(*, many: bool) -> Callable:
     """--algo (the registry's private algorithms) and their hyper-parameters (ULDP-FL §3)."""
     help_text = "Account a ULDP-FL algorithm instead of a bare mechanism."
     if many:
-        algo = comma_list_option("--algo", "algos", item_type=AlgorithmChoice(accounted=True), default=None,
+        algo = comma_list_option("--algo", "algos", item_type=AlgorithmChoice(accounted=True), default=None, cls=AlgorithmOption,
                                  help=help_text + " Repeat or comma list to compare.")
     else:
         algo = click.option("--algo", "algo", type=AlgorithmChoice(accounted=True), default=None,
-                            help=help_text)
+                            cls=AlgorithmOption, help=help_text)
 
     def decorate(f: Callable) -> Callable:
         for opt in reversed([

@@ -154,6 +154,24 @@ class AlgorithmChoice(click.Choice):
                 for name in self.choices if name.startswith(incomplete)]
 
 
+class AlgorithmOption(click.Option):
+    """--algo, whose help ends with each offered algorithm's own help, read from the registry."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from uldp.trainers.algorithms import get_algorithm
+
+        record = super().get_help_record(ctx)
+        choice = self.type.item_type if isinstance(self.type, CommaList) else self.type
+        if record is None or not isinstance(choice, AlgorithmChoice):
+            return record
+        listed = "; ".join(f"{name}: {get_algorithm(name).help.rstrip('.')}" for name in choice.choices)
+        text, extra = record[1], ""
+        if text.endswith("]") and "  [" in text:  # keep click's "[required]" / "[default: ...]" last
+            cut = text.rindex("  [")
+            text, extra = text[:cut], text[cut:]
+        return record[0], f"{text} {listed}.{extra}"
+
+
 class CommaList(click.ParamType):
     """One occurrence of a repeatable option: `1,2` -> [1, 2], each item checked by `item_type`.
 

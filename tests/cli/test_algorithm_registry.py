@@ -59,7 +59,9 @@ def test_toy_is_accounted(toy):
     assert row["algorithm"] == "toy" and row["level"] == "user"
     assert row["epsilon"] == record_level(SubsampledGaussian(2.0, 1.0, 10), 1e-5).epsilon
     assert doc["assumptions"]["algorithm"] == "toy (a test's toy)"
-    assert "toy" in invoke("account", "--help").output
+    for command in ("account", "calibrate", "train"):
+        shown = " ".join(invoke(command, "--help").output.split())  # unwrapped
+        assert "toy: FedAvg with noise, registered by a test." in shown
 
 
 def test_toy_is_calibrated_as_the_mechanism_it_releases(toy):
@@ -88,3 +90,11 @@ def test_unregistered_toy_is_gone_from_every_command():
                  ["train", "--algo", "toy", "--dataset", "mnist"]):
         result = invoke(*args)
         assert result.exit_code == 2 and "'toy' is not one of" in result.output, result.output
+
+
+def test_completion_offers_the_registered_names_with_their_help(toy):
+    from uldp.cli.options import AlgorithmChoice
+
+    items = AlgorithmChoice().shell_complete(None, None, "t")
+    assert [(i.value, i.help) for i in items] == [("toy", TOY.help)]
+    assert [i.value for i in AlgorithmChoice(accounted=True).shell_complete(None, None, "uldp-a")] == ["uldp-avg"]

@@ -8,21 +8,21 @@ model and its own records into one message, and the server turns the messages in
 global model. Nothing else passes between them, so the encrypted weighting protocol (Protocol 1)
 can replace the plaintext aggregation without touching the silo side.
 
-torch is imported inside the functions that compute: the algorithm modules build on this one,
-and `uldp account` reads their names and plans without loading torch.
+torch (and numpy) are imported inside the functions that compute: the algorithm modules build on
+this one, and `uldp account` reads their names and plans without loading torch (`uldp train
+--help` lists them without loading numpy either).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-
 from uldp.errors import InvalidParameter
 
 from .registry import secure_names
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
     from torch import nn
 
@@ -196,6 +196,8 @@ class BaseAlgorithm:
 
 def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray:
     """Poisson sampling of users with probability q (Algorithm 4 line 4); q = 1 keeps everyone."""
+    import numpy as np
+
     if q >= 1:
         return np.ones(n_users, dtype=bool)
     return rng.random(n_users) < q

@@ -8,19 +8,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
                    sgd_epochs, zero_delta)
 from .registry import AlgorithmSpec
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
 
 def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.ndarray, ctx: Context,
                    cfg: TrainConfig, rng: np.random.Generator) -> torch.Tensor:
     """Delta x_s - x_t after Q epochs of SGD on the silo's records selected by `keep`."""
+    import numpy as np
     import torch
 
     from ..per_user import flat_parameters

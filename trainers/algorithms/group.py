@@ -22,10 +22,6 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
-from uldp.accountants.algorithms import Plan, dp_sgd_rate, dp_sgd_steps
-from uldp.accountants.mechanism import Mechanism, ParallelSilos, SubsampledGaussian
 from uldp.errors import InvalidParameter
 
 from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
@@ -33,11 +29,19 @@ from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, Train
 from .registry import AlgorithmSpec, PlanInputs
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
+
+    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.mechanism import Mechanism
 
 
 def group_plan(inputs: PlanInputs) -> Plan:
     """Per silo, T ceil(Q / gamma_s) DP-SGD steps; group privacy of k records (Theorem 2)."""
+    # Imported here: `uldp train --help` lists the algorithms without loading the accountants.
+    from uldp.accountants.algorithms import Plan, dp_sgd_rate, dp_sgd_steps
+    from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+
     sigma, rounds, k, local_epochs = inputs.sigma, inputs.rounds, inputs.k, inputs.local_epochs
     batch_size, record_q, silo_sizes = inputs.batch_size, inputs.record_q, inputs.silo_sizes
     if k is None or k < 1:
@@ -81,6 +85,8 @@ def group_plan(inputs: PlanInputs) -> Plan:
 
 def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
     """k as an integer: given, or the max / median of N_u over users with records (at least 1)."""
+    import numpy as np
+
     if not isinstance(group_k, str):
         if group_k < 1:
             raise InvalidParameter(f"group-k must be >= 1, got {group_k}")
@@ -115,6 +121,8 @@ class UldpGroup(SiloAveraging):
 
     @classmethod
     def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> "UldpGroup":
+        import numpy as np
+
         owners = np.concatenate([s.users for s in silos])
         n_users = silos[0].n_users if silos else 0
         k = resolve_group_k(cfg.group_k, np.bincount(owners, minlength=n_users))
@@ -153,6 +161,10 @@ class UldpGroup(SiloAveraging):
 
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        import numpy as np
+
+        from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
+
         from ..per_user import flat_parameters
 
         kept = self.kept[silo.silo]
@@ -207,6 +219,6 @@ def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpGroup:
     return UldpGroup.prepare(silos, cfg)
 
 
-SPEC = AlgorithmSpec(name="uldp-group", help="ULDP-GROUP-k: DP-SGD in every silo on at most k "
+SPEC = AlgorithmSpec(name="uldp-group", help="ULDP-GROUP-k, DP-SGD in every silo on at most k "
                      "records per user, group privacy (Algorithm 2, Theorem 2).",
                      build=build, plan=group_plan)

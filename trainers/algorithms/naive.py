@@ -15,14 +15,13 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig, gaussian)
 from .fedavg import silo_sgd_delta
 from .plans import gaussian_rounds, silo_label
 from .registry import AlgorithmSpec, PlanInputs
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from uldp.accountants.algorithms import Plan
@@ -69,5 +68,5 @@ def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpNaive:
     return UldpNaive()
 
 
-SPEC = AlgorithmSpec(name="uldp-naive", help="ULDP-NAIVE: each silo clips its whole delta "
+SPEC = AlgorithmSpec(name="uldp-naive", help="ULDP-NAIVE, each silo clips its whole delta "
                      "and adds noise (Algorithm 1, Theorem 1).", build=build, plan=naive_plan)

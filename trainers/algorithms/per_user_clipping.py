@@ -21,16 +21,15 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-
 from uldp.errors import InvalidParameter
 
 from .base import (BaseAlgorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas,
                    TrainConfig, apply_delta, gaussian, sample_users)
 from .plans import gaussian_rounds, silo_label
-from .registry import PlanInputs
+from .registry import AlgorithmSpec, PlanInputs
 
 if TYPE_CHECKING:
+    import numpy as np
     import torch
 
     from uldp.accountants.algorithms import Plan
@@ -65,6 +64,19 @@ def trainer_factory(name: str) -> Callable[[TrainConfig, list[SiloData], str], "
     return build
 
 
+def per_user_spec(name: str, help: str, plan: Callable[[PlanInputs], Plan]) -> AlgorithmSpec:
+    """ULDP-AVG's or ULDP-SGD's spec, trained by `PerUserClipping(name)`."""
+    return AlgorithmSpec(name=name, help=help, build=trainer_factory(name), plan=plan)
+
+
+def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
+    """`<base>-w`: weights n_su / N_u (Eq. 3), plaintext or Protocol 1; accounted as `base`."""
+    name = f"{base.name}-w"
+    return AlgorithmSpec(name=name, help=f"{base.name.upper()} with weights n_su / N_u (Eq. 3); "
+                         "--secure computes them by Protocol 1.", build=trainer_factory(name),
+                         plan=base.plan, accounted_as=base.name, secure=True)
+
+
 class PerUserClipping(BaseAlgorithm):
     """One of the four per-user-clipping algorithms, chosen by `name`."""
 
@@ -91,6 +103,7 @@ class PerUserClipping(BaseAlgorithm):
 
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta | SiloUserDeltas:
+        import numpy as np
         import torch
 
         from ..per_user import clip_factors, user_deltas

@@ -10,10 +10,12 @@ the algorithm's own text.
 """
 from __future__ import annotations
 
-from uldp.accountants.algorithms import Plan
-from uldp.accountants.mechanism import SubsampledGaussian
+from typing import TYPE_CHECKING
 
 from .registry import PlanInputs
+
+if TYPE_CHECKING:
+    from uldp.accountants.algorithms import Plan
 
 
 def silo_label(inputs: PlanInputs) -> str:
@@ -27,6 +29,10 @@ def gaussian_rounds(algorithm: str, theorem: str, noise: str, inputs: PlanInputs
 
     `noise` says what each silo adds; `extra` are further assumptions of the algorithm's own.
     """
+    # Imported here: `uldp train --help` lists the algorithms without loading the accountants.
+    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.mechanism import SubsampledGaussian
+
     q = inputs.user_q
     assumptions = {
         "algorithm": f"{algorithm} ({theorem})",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .per_user_clipping import per_user_plan, trainer_factory
-from .registry import AlgorithmSpec, PlanInputs
+from .per_user_clipping import per_user_plan, per_user_spec, weighted_variant
+from .registry import PlanInputs
 
 if TYPE_CHECKING:
     from uldp.accountants.algorithms import Plan
@@ -20,11 +20,6 @@ def sgd_plan(inputs: PlanInputs) -> Plan:
     return per_user_plan("uldp-sgd", inputs)
 
 
-SPEC = AlgorithmSpec(name="uldp-sgd", help="ULDP-SGD: every user's gradient is clipped and "
-                     "weighted 1/|S| (Algorithm 3, Theorem 3).",
-                     build=trainer_factory("uldp-sgd"), plan=sgd_plan)
-
-WEIGHTED_SPEC = AlgorithmSpec(name="uldp-sgd-w", help="ULDP-SGD-w: ULDP-SGD with weights n_su / N_u "
-                              "(Eq. 3); --secure computes them by Protocol 1.",
-                              build=trainer_factory("uldp-sgd-w"), plan=sgd_plan,
-                              accounted_as="uldp-sgd", secure=True)
+SPEC = per_user_spec("uldp-sgd", "ULDP-SGD, every user's gradient is clipped and weighted 1/|S| "
+                     "(Algorithm 3, Theorem 3).", sgd_plan)
+WEIGHTED_SPEC = weighted_variant(SPEC)

@@ -8,8 +8,8 @@ import click
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
-from ..options import (AlgorithmChoice, OutputFile, PositiveFloat, PositiveInt, Probability,
-                       delta_option, format_option)
+from ..options import (AlgorithmChoice, AlgorithmOption, OutputFile, PositiveFloat, PositiveInt,
+                       Probability, delta_option, format_option)
 from ..progress import progress_bar
 from ..render import emit
 
@@ -33,7 +33,8 @@ class GroupK(click.ParamType):
 
 
 @click.command("train")
-@click.option("--algo", type=AlgorithmChoice(), required=True, help="Algorithm (ULDP-FL §3, §4.1).")
+@click.option("--algo", type=AlgorithmChoice(), required=True, cls=AlgorithmOption,
+              help="Algorithm (ULDP-FL §3, §4.1):")
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="Built-in data set; or give --data-path with --user-column/--label-column.")
 @click.option("--data-path", "--path", "data_path", type=click.Path(dir_okay=False), default=None,
