@@ -8,11 +8,16 @@ this package imports no torch (docs/architecture.md, "Adding an algorithm").
 """
 from __future__ import annotations
 
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from . import avg, fedavg, group, naive, sgd
-from .base import (Algorithm, BaseAlgorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas,
-                   TrainConfig)
 from .registry import (AlgorithmSpec, PlanInputs, accounted_names, algorithm_names, get_algorithm,
                        plan_algorithm, register, secure_names, unregister)
+from .server import BaseAlgorithm, SiloAveraging
+
+if TYPE_CHECKING:
+    from .base import Algorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
 
 # The built-in algorithms, in the order the --algo choices list them.
 register(fedavg.SPEC)
@@ -29,7 +34,18 @@ def make_algorithm(cfg: TrainConfig, silos: list[SiloData], task: str) -> Algori
     return get_algorithm(cfg.algo).build(cfg, silos, task)
 
 
+# The settings and messages (`base`), resolved on first use: `uldp account` reads the registry
+# and never needs them.
+_FROM_BASE = ("Algorithm", "Context", "RoundPlan", "SiloData", "SiloDelta", "SiloUserDeltas", "TrainConfig")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        return getattr(import_module(".base", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = ["Algorithm", "AlgorithmSpec", "BaseAlgorithm", "Context", "PlanInputs", "RoundPlan",
-           "SiloData", "SiloDelta", "SiloUserDeltas", "TrainConfig", "accounted_names",
+           "SiloAveraging", "SiloData", "SiloDelta", "SiloUserDeltas", "TrainConfig", "accounted_names",
            "algorithm_names", "get_algorithm", "make_algorithm", "plan_algorithm", "register",
            "secure_names", "unregister"]

@@ -8,9 +8,9 @@ model and its own records into one message, and the server turns the messages in
 global model. Nothing else passes between them, so the encrypted weighting protocol (Protocol 1)
 can replace the plaintext aggregation without touching the silo side.
 
-torch (and numpy) are imported inside the functions that compute: the algorithm modules build on
-this one, and `uldp account` reads their names and plans without loading torch (`uldp train
---help` lists them without loading numpy either).
+The algorithm modules import this module inside their methods only (its dataclasses cost a few
+milliseconds to build), and it imports torch and numpy inside the functions that compute:
+`uldp account` reads the algorithms' names and plans without loading any of them.
 """
 from __future__ import annotations
 
@@ -147,7 +147,7 @@ Message = SiloDelta | SiloUserDeltas
 
 class Algorithm(Protocol):
     """A trainer: the server's round plan and aggregation, the silo's update, and what the run
-    reports about itself (`BaseAlgorithm` gives the defaults)."""
+    reports about itself (`server.BaseAlgorithm` gives the defaults)."""
 
     name: str
 
@@ -168,32 +168,6 @@ class Algorithm(Protocol):
     def summary_fields(self) -> dict[str, object]: ...
 
 
-class BaseAlgorithm:
-    """What a run reports about its algorithm, by default: one user-level Gaussian per round.
-
-    `plan_params` are the keyword arguments of `plan_algorithm` for `rounds` rounds of this run,
-    `account_flags` the same settings as `uldp account` flags (the run prints that command, which
-    gives its epsilon); `run_assumptions` adds to the plan's assumptions what only the run knows
-    (the noise std, the weights), `summary_fields` to the run's summary.
-    """
-
-    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]:
-        return dict(sigma=cfg.sigma, rounds=rounds, user_q=cfg.user_q, silos=n_silos,
-                    local_epochs=cfg.local_epochs)
-
-    def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
-        flags = [f"--silos {n_silos}"]
-        if cfg.user_q < 1:
-            flags.append(f"--user-q {cfg.user_q:g}")
-        return flags
-
-    def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
-        return {}
-
-    def summary_fields(self) -> dict[str, object]:
-        return {}
-
-
 def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray:
     """Poisson sampling of users with probability q (Algorithm 4 line 4); q = 1 keeps everyone."""
     import numpy as np
@@ -208,22 +182,6 @@ def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -
     import torch
 
     return torch.as_tensor(rng.normal(0.0, std, size=d), dtype=like.dtype, device=like.device)
-
-
-class SiloAveraging(BaseAlgorithm):
-    """The server side shared by the algorithms whose silos send one delta each (default,
-    uldp-naive, uldp-group): users Poisson-sampled with `user_q`, and
-    x_{t+1} = x_t + eta_g / |S| * sum_s Delta_s."""
-
-    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
-        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
-
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
-        import torch
-
-        total = torch.stack([m.delta for m in messages]).sum(dim=0)
-        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
 
 
 def zero_delta(params: dict[str, torch.Tensor], n_params: int) -> torch.Tensor:

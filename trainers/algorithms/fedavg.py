@@ -8,13 +8,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
-                   sgd_epochs, zero_delta)
 from .registry import AlgorithmSpec
+from .server import SiloAveraging
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
 
 def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.ndarray, ctx: Context,
@@ -24,6 +25,7 @@ def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.nda
     import torch
 
     from ..per_user import flat_parameters
+    from .base import sgd_epochs, zero_delta
 
     if not keep.any():
         return zero_delta(params, ctx.n_params)
@@ -40,6 +42,8 @@ class FedAvg(SiloAveraging):
 
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        from .base import SiloDelta
+
         return SiloDelta(silo.silo, silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, rng))
 
 

@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING
 
 from uldp.errors import InvalidParameter
 
-from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
-                   apply_delta, zero_delta)
 from .registry import AlgorithmSpec, PlanInputs
+from .server import SiloAveraging
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
     from uldp.accountants.algorithms import Plan
     from uldp.accountants.mechanism import Mechanism
@@ -166,6 +167,7 @@ class UldpGroup(SiloAveraging):
         from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
 
         from ..per_user import flat_parameters
+        from .base import SiloDelta, zero_delta
 
         kept = self.kept[silo.silo]
         n_kept = int(kept.sum())
@@ -185,6 +187,8 @@ def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: to
     """DP-SGD with Poisson sampling (rate gamma) and per-record clipping (Abadi et al. 2016)."""
     import torch
     from torch.func import functional_call, grad, vmap
+
+    from .base import apply_delta
 
     model, loss_fn = ctx.model, ctx.loss_fn
 

@@ -15,14 +15,16 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig, gaussian)
 from .fedavg import silo_sgd_delta
 from .plans import gaussian_rounds, silo_label
 from .registry import AlgorithmSpec, PlanInputs
+from .server import SiloAveraging
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
     from uldp.accountants.algorithms import Plan
 
@@ -51,6 +53,7 @@ class UldpNaive(SiloAveraging):
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
         from ..per_user import clip_rows
+        from .base import SiloDelta, gaussian
 
         noise_rng, train_rng = rng.spawn(2)
         delta = silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, train_rng)

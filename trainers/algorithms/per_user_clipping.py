@@ -23,14 +23,15 @@ from typing import TYPE_CHECKING, Callable
 
 from uldp.errors import InvalidParameter
 
-from .base import (BaseAlgorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas,
-                   TrainConfig, apply_delta, gaussian, sample_users)
 from .plans import gaussian_rounds, silo_label
 from .registry import AlgorithmSpec, PlanInputs
+from .server import BaseAlgorithm
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
 
     from uldp.accountants.algorithms import Plan
 
@@ -94,6 +95,7 @@ class PerUserClipping(BaseAlgorithm):
         return LocalTraining(1, 1.0, None) if self.sgd else cfg.local
 
     def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        from .base import RoundPlan, sample_users
         from .weighting import uniform_weights
 
         sampled = sample_users(ctx.n_users, cfg.user_q, rng)
@@ -107,6 +109,7 @@ class PerUserClipping(BaseAlgorithm):
         import torch
 
         from ..per_user import clip_factors, user_deltas
+        from .base import SiloDelta, SiloUserDeltas, gaussian
 
         noise_rng, train_rng = rng.spawn(2)
         present = np.flatnonzero(ctx.counts[silo.silo] > 0)
@@ -129,6 +132,7 @@ class PerUserClipping(BaseAlgorithm):
                   ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
         import torch
 
+        from .base import apply_delta
         from .weighting import SecureWeighting, plaintext_weighted_sum
 
         if self.weighted and cfg.secure:
