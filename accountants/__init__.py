@@ -5,15 +5,15 @@ imported by `accountants.pld` and `accountants.prv` when a tight accountant is a
 torch is never imported here.
 """
 from .account import ACCOUNTANTS, GROUP_METHODS, Guarantee, account, group_level, record_level
-from .algorithms import ALGORITHMS, Plan, plan_algorithm
+from .algorithms import Plan
 from .conversion import CONVERSIONS, rdp_to_dp
 from .mechanism import Mechanism, ParallelSilos, SubsampledGaussian
 from .orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS, resolve_orders
 from .rdp import gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
 
 __all__ = [
-    "ACCOUNTANTS", "ALGORITHMS", "CONVERSIONS", "DEFAULT_ORDERS", "GROUP_METHODS",
+    "ACCOUNTANTS", "CONVERSIONS", "DEFAULT_ORDERS", "GROUP_METHODS",
     "TF_PRIVACY_ORDERS", "Guarantee", "Mechanism", "ParallelSilos", "Plan", "SubsampledGaussian",
-    "account", "gaussian_rdp", "group_level", "mechanism_rdp", "plan_algorithm", "rdp_to_dp",
+    "account", "gaussian_rdp", "group_level", "mechanism_rdp", "rdp_to_dp",
     "record_level", "resolve_orders", "subsampled_gaussian_rdp",
 ]

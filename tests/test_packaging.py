@@ -53,8 +53,10 @@ def test_import_uldp_is_cheap_and_lazy(tmp_path):
 def test_entry_points_resolve_on_first_use():
     from uldp.accountants import account
     from uldp.crypto import secure_weighted_sum
+    from uldp.trainers.algorithms import plan_algorithm
 
     assert uldp.account is account
+    assert uldp.plan_algorithm is plan_algorithm
     assert uldp.secure_weighted_sum is secure_weighted_sum
     with pytest.raises(AttributeError):
         uldp.no_such_thing  # noqa: B018

@@ -4,7 +4,8 @@ Every round t (ULDP-FL §3; Algorithm 4 for sampling) the server plans the round
 sends one message, the server aggregates them into x_{t+1}; then the run records the test loss,
 the task metric (accuracy, ROC-AUC or C-index), the user-level epsilon spent after t rounds and
 the elapsed time. The epsilon is computed exactly as `uldp account` does for the same settings:
-`accountants.algorithms.plan_algorithm` compiles the algorithm into the mechanism it releases,
+`algorithms.plan_algorithm` compiles the algorithm into the mechanism it releases (the registered
+spec's plan, fed the run's settings by the trainer's `plan_params`),
 `accountants.account.record_level` (or `group_level` for ULDP-GROUP-k, k > 1) accounts it.
 
 Randomness: round t draws everything that protects privacy (user sampling, record sampling,
@@ -33,12 +34,10 @@ import numpy as np
 import torch
 
 from uldp.accountants.account import group_level, record_level
-from uldp.accountants.algorithms import Plan, plan_algorithm
+from uldp.accountants.algorithms import Plan
 
-from .algorithms import ACCOUNTED_AS, Context, SiloData, TrainConfig, make_algorithm
-from .algorithms.group import UldpGroup
-from .algorithms.naive import naive_noise_std
-from .algorithms.per_user_clipping import per_user_noise_std
+from .algorithms import (Algorithm, Context, SiloData, TrainConfig, get_algorithm, make_algorithm,
+                         plan_algorithm)
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 
@@ -78,19 +77,12 @@ def round_rngs(entropy: int, round: int, n_silos: int) -> tuple[np.random.Genera
     return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
 
 
-def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm) -> Plan | None:
-    """The accountants' description of `rounds` rounds of this run; None for `default`."""
-    name = ACCOUNTED_AS[cfg.algo]
-    if name is None:
+def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algorithm) -> Plan | None:
+    """The accountants' description of `rounds` rounds of this run; None if not private."""
+    spec = get_algorithm(cfg.algo)
+    if not spec.private:
         return None
-    if name == "uldp-group":
-        assert isinstance(algorithm, UldpGroup)
-        sizes = [n for n in algorithm.kept_sizes() if n > 0]
-        return plan_algorithm(name, sigma=cfg.sigma, rounds=rounds, silo_sizes=sizes,
-                              batch_size=cfg.batch_size, local_epochs=cfg.local_epochs,
-                              k=algorithm.k, user_q=cfg.user_q)
-    return plan_algorithm(name, sigma=cfg.sigma, rounds=rounds, user_q=cfg.user_q, silos=n_silos,
-                          local_epochs=cfg.local_epochs)
+    return plan_algorithm(spec.accounted_as, **algorithm.plan_params(cfg, rounds, n_silos))
 
 
 def user_epsilon(plan: Plan | None, delta: float) -> float:
@@ -102,21 +94,13 @@ def user_epsilon(plan: Plan | None, delta: float) -> float:
     return record_level(plan.mechanism, delta).epsilon
 
 
-def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm) -> str | None:
+def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algorithm) -> str | None:
     """The `uldp account` command line that prints the same epsilon."""
-    name = ACCOUNTED_AS[cfg.algo]
-    if name is None:
+    spec = get_algorithm(cfg.algo)
+    if not spec.private:
         return None
-    parts = [f"uldp account --algo {name} --sigma {cfg.sigma:g} --rounds {rounds}",
-             f"--delta {cfg.delta:g}"]
-    if name == "uldp-group":
-        sizes = ",".join(str(n) for n in algorithm.kept_sizes() if n > 0)
-        parts.append(f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
-                     f"--local-epochs {cfg.local_epochs} --k {algorithm.k} --group-method rdp")
-    else:
-        parts.append(f"--silos {n_silos}")
-        if cfg.user_q < 1:
-            parts.append(f"--user-q {cfg.user_q:g}")
+    parts = [f"uldp account --algo {spec.accounted_as} --sigma {cfg.sigma:g} --rounds {rounds}",
+             f"--delta {cfg.delta:g}", *algorithm.account_flags(cfg, n_silos)]
     return " ".join(parts)
 
 
@@ -133,7 +117,7 @@ def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric:
     return float(loss), metric_value(metric, outputs.double().cpu().numpy(), y.cpu().numpy())
 
 
-def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm, n_silos: int,
+def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm: Algorithm, n_silos: int,
                  noise_fixed: bool) -> dict:
     marked = not data.synthetic or "synthetic" in data.source.lower()
     out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
@@ -154,27 +138,7 @@ def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm, n_silos: 
                               "delta); --secure runs Protocol 1 for the -w weights")
     out["epsilon"] = (f"user level, RDP accountant, improved conversion (Lemma 2), delta = {cfg.delta:g}; "
                       "an upper bound after each round")
-    if cfg.algo == "uldp-naive":
-        out["noise"] = (f"each silo adds N(0, (sigma * 2C * sqrt(|S|))^2) = std "
-                        f"{naive_noise_std(cfg, n_silos):.4g}: a user moves a silo's clipped delta by "
-                        "up to 2C, so the sensitivity of the sum is 2|S|C (Theorem 1 counts |S|C)")
-    elif cfg.algo.startswith(("uldp-avg", "uldp-sgd")):
-        out["noise"] = (f"each silo adds N(0, sigma^2 C^2 / |S|), std {per_user_noise_std(cfg, n_silos):.4g}; "
-                        "weights sum to 1 over silos for every user, so a user moves the sum by <= C")
-    if cfg.algo.endswith("-w"):
-        out["weights"] = ("w = n_su / N_u (Eq. 3) through Protocol 1 (Paillier, blinding): no party "
-                          "learns another silo's n_su" if cfg.secure else
-                          "w = n_su / N_u (Eq. 3) computed in the clear: the server sees every n_su "
-                          "(use --secure for Protocol 1); the guarantee is unchanged")
-    if cfg.algo == "uldp-group":
-        k = algorithm.k
-        used = 1 << (k - 1).bit_length()
-        rounding = f", accounted as a group of {used} (Lemma 6 covers powers of two)" if used != k else ""
-        out["group size"] = (f"k = {k} ({cfg.group_k}){rounding}; kept records per silo "
-                             f"{algorithm.kept_sizes()} (treated as public: they set each silo's "
-                             "sampling rate and steps)")
-        out["flags"] = ("chosen from the data (k from max/median, and which records to keep) without "
-                        "privacy, as the paper's baseline does (§3.3); the epsilon covers the training only")
+    out.update(algorithm.run_assumptions(cfg, n_silos))  # what only the run knows: noise std, weights
     command = account_command(cfg, cfg.rounds, n_silos, algorithm)
     out["check"] = f"`{command}` gives the final epsilon"
     return out
@@ -298,7 +262,8 @@ def _data_key(data) -> dict:
             "allocation": repr(sorted(data.allocation.items())) if isinstance(data.allocation, dict) else ""}
 
 
-def _summary(cfg: TrainConfig, data, model_name: str, ctx: Context, history: list[dict], algorithm) -> dict:
+def _summary(cfg: TrainConfig, data, model_name: str, ctx: Context, history: list[dict],
+             algorithm: Algorithm) -> dict:
     metric = data.metric
     last = history[-1] if history else {}
     values = [r[metric] for r in history if not math.isnan(r[metric])]
@@ -310,6 +275,5 @@ def _summary(cfg: TrainConfig, data, model_name: str, ctx: Context, history: lis
            "final_loss": last.get("loss"), f"final_{metric}": last.get(metric),
            f"best_{metric}": max(values) if values else None, "epsilon": last.get("epsilon"),
            "elapsed_s": last.get("elapsed_s")}
-    if cfg.algo == "uldp-group":
-        out["group_k"] = algorithm.k
+    out.update(algorithm.summary_fields())
     return out

@@ -21,7 +21,7 @@ except PackageNotFoundError:  # a source tree that was never installed
 # name -> module that defines it; imported when the name is first read.
 _ENTRY_POINTS = {
     "account": "uldp.accountants",
-    "plan_algorithm": "uldp.accountants",
+    "plan_algorithm": "uldp.trainers.algorithms",
     "SubsampledGaussian": "uldp.accountants",
     "secure_weighted_sum": "uldp.crypto",
     "WeightingSession": "uldp.crypto",

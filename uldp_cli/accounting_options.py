@@ -13,12 +13,14 @@ import click
 from uldp.errors import UldpError
 
 from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
-from uldp.accountants.algorithms import ALGORITHMS, Plan, plan_algorithm
+from uldp.accountants.algorithms import Plan
 from uldp.accountants.conversion import CONVERSIONS
 from uldp.accountants.mechanism import SubsampledGaussian
 from uldp.accountants.orders import orders_label, resolve_orders
 
-from .options import Probability, comma_list_option, delta_option
+from uldp.trainers.algorithms import plan_algorithm
+
+from .options import AlgorithmChoice, AlgorithmOption, Probability, comma_list_option, delta_option
 
 
 class OrdersType(click.ParamType):
@@ -82,13 +84,14 @@ def accounting_options(*, many: bool) -> Callable:
 
 
 def algorithm_options(*, many: bool) -> Callable:
-    """--algo and the algorithms' own hyper-parameters (ULDP-FL §3)."""
+    """--algo (the registry's private algorithms) and their hyper-parameters (ULDP-FL §3)."""
     help_text = "Account a ULDP-FL algorithm instead of a bare mechanism."
     if many:
-        algo = comma_list_option("--algo", "algos", item_type=click.Choice(ALGORITHMS), default=None,
+        algo = comma_list_option("--algo", "algos", item_type=AlgorithmChoice(accounted=True), default=None, cls=AlgorithmOption,
                                  help=help_text + " Repeat or comma list to compare.")
     else:
-        algo = click.option("--algo", "algo", type=click.Choice(ALGORITHMS), default=None, help=help_text)
+        algo = click.option("--algo", "algo", type=AlgorithmChoice(accounted=True), default=None,
+                            cls=AlgorithmOption, help=help_text)
 
     def decorate(f: Callable) -> Callable:
         for opt in reversed([

@@ -121,6 +121,57 @@ class OutputFile(click.Path):
         return path
 
 
+class AlgorithmChoice(click.Choice):
+    """--algo: a name from the algorithm registry (`uldp.trainers.algorithms`).
+
+    The choices are read from the registry whenever they are needed, not copied when the option
+    is declared, so an algorithm registered later (a plug-in, a test) is offered too.
+    `accounted`: only the algorithms with a mechanism of their own, for account and calibrate
+    (the non-private `default` has none; a `-w` variant is accounted as its base algorithm).
+    """
+
+    def __init__(self, *, accounted: bool = False) -> None:
+        self.accounted = accounted
+        super().__init__(())
+
+    @property  # type: ignore[override]
+    def choices(self) -> tuple[str, ...]:
+        from uldp.trainers.algorithms import accounted_names, algorithm_names
+
+        return accounted_names() if self.accounted else algorithm_names()
+
+    @choices.setter
+    def choices(self, value: Any) -> None:
+        pass  # the registry is the only source of the choices
+
+    def shell_complete(self, ctx: click.Context, param: click.Parameter,
+                       incomplete: str) -> list[click.shell_completion.CompletionItem]:
+        from click.shell_completion import CompletionItem
+
+        from uldp.trainers.algorithms import get_algorithm
+
+        return [CompletionItem(name, help=get_algorithm(name).help)
+                for name in self.choices if name.startswith(incomplete)]
+
+
+class AlgorithmOption(click.Option):
+    """--algo, whose help ends with each offered algorithm's own help, read from the registry."""
+
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
+        from uldp.trainers.algorithms import get_algorithm
+
+        record = super().get_help_record(ctx)
+        choice = self.type.item_type if isinstance(self.type, CommaList) else self.type
+        if record is None or not isinstance(choice, AlgorithmChoice):
+            return record
+        listed = "; ".join(f"{name}: {get_algorithm(name).help.rstrip('.')}" for name in choice.choices)
+        text, extra = record[1], ""
+        if text.endswith("]") and "  [" in text:  # keep click's "[required]" / "[default: ...]" last
+            cut = text.rindex("  [")
+            text, extra = text[:cut], text[cut:]
+        return record[0], f"{text} {listed}.{extra}"
+
+
 class CommaList(click.ParamType):
     """One occurrence of a repeatable option: `1,2` -> [1, 2], each item checked by `item_type`.
 

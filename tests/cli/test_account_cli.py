@@ -6,8 +6,8 @@ import sys
 import pytest
 
 from uldp.accountants.account import record_level
-from uldp.accountants.algorithms import plan_algorithm
 from uldp.accountants.participation import known_participation_epsilon
+from uldp.trainers.algorithms import plan_algorithm
 
 from .invoke import command_runner
 

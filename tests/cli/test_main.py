@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -60,19 +61,33 @@ def test_lazy_group_rejects_module_without_command() -> None:
         raise AssertionError("a module without `command` must be reported")
 
 
-def test_help_imports_no_subcommand() -> None:
+def _modules_loaded_by(args: list[str]) -> list[str]:
+    """The modules a fresh `uldp ARGS` process has imported when it is done."""
     code = (
-        "import sys\n"
+        "import json, sys\n"
         "from uldp.cli.main import cli\n"
         "try:\n"
-        "    cli(['--help'], prog_name='uldp')\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        "loaded = [m for m in sys.modules if m.startswith(('uldp.cli.commands.', 'uldp.accountants'))]\n"
-        "print('LOADED', loaded)\n"
+        f"    cli({args!r}, prog_name='uldp')\n"
+        "except SystemExit as exit:\n"
+        "    assert not exit.code, exit.code\n"
+        "print(json.dumps(sorted(sys.modules)))\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert "LOADED []" in done.stdout
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_help_imports_no_subcommand() -> None:
+    loaded = _modules_loaded_by(["--help"])
+    assert [m for m in loaded if m.startswith(("uldp.cli.commands.", "uldp.accountants"))] == []
+
+
+def test_account_with_an_algorithm_imports_no_torch() -> None:
+    # `uldp account --algo` reads the algorithm registry, whose modules build trainers: torch is
+    # imported only when one trains, so accounting starts as fast as before.
+    loaded = _modules_loaded_by(["account", "--algo", "uldp-avg", "--sigma", "5", "--rounds", "100",
+                                 "--user-q", "0.5"])
+    assert "uldp.trainers.algorithms.registry" in loaded
+    assert [m for m in loaded if m.split(".")[0] == "torch"] == []
 
 
 def test_python_m_version() -> None:
@@ -102,3 +117,4 @@ def test_a_bug_is_one_line_with_a_way_to_the_traceback(monkeypatch) -> None:
     monkeypatch.setenv("ULDP_DEBUG", "1")
     result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
     assert isinstance(result.exception, RuntimeError)
+

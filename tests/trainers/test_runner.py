@@ -9,8 +9,7 @@ import pytest
 import torch
 
 from uldp.accountants.account import group_level, record_level
-from uldp.accountants.algorithms import plan_algorithm
-from uldp.trainers.algorithms import TrainConfig
+from uldp.trainers.algorithms import TrainConfig, plan_algorithm
 from uldp.trainers.runner import CHECKPOINT_NAME, train
 
 from .synthetic import make_data

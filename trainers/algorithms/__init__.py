@@ -1,44 +1,51 @@
-"""The algorithms `uldp train` runs (ULDP-FL §3, §4.1, §5.1), by their `--algo` names.
+"""The ULDP-FL algorithms (ULDP-FL §3, §4.1, §5.1), registered by their `--algo` names.
 
-Each is a server-side round plan, a silo-side update producing an explicit message
-(`base.SiloDelta` / `base.SiloUserDeltas`) and a server-side aggregation; see `base`.
+Each algorithm is one module holding its `AlgorithmSpec` (name, help, the mechanism it releases,
+its trainer: a server-side round plan, a silo-side update producing an explicit message
+`base.SiloDelta` / `base.SiloUserDeltas`, and a server-side aggregation), and one line below
+registers it. `uldp account`, `uldp calibrate` and `uldp train` read the registry; importing
+this package imports no torch (docs/architecture.md, "Adding an algorithm").
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
-from .base import (Algorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig)
-from .fedavg import FedAvg
-from .group import UldpGroup
-from .naive import UldpNaive
-from .per_user_clipping import PerUserClipping
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
 
-ALGORITHMS = ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w")
+from . import avg, fedavg, group, naive, sgd
+from .registry import (AlgorithmSpec, PlanInputs, accounted_names, algorithm_names, get_algorithm,
+                       plan_algorithm, register, secure_names, unregister)
+from .server import BaseAlgorithm, SiloAveraging
 
-# The mechanism each algorithm releases, by the accountants' name for it (None: not private).
-ACCOUNTED_AS = {"default": None, "uldp-naive": "uldp-naive", "uldp-group": "uldp-group",
-                "uldp-avg": "uldp-avg", "uldp-avg-w": "uldp-avg", "uldp-sgd": "uldp-sgd",
-                "uldp-sgd-w": "uldp-sgd"}
+if TYPE_CHECKING:
+    from .base import Algorithm, Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
+
+# The built-in algorithms, in the order the --algo choices list them.
+register(fedavg.SPEC)
+register(naive.SPEC)
+register(group.SPEC)
+register(avg.SPEC)
+register(avg.WEIGHTED_SPEC)
+register(sgd.SPEC)
+register(sgd.WEIGHTED_SPEC)
 
 
 def make_algorithm(cfg: TrainConfig, silos: list[SiloData], task: str) -> Algorithm:
-    """The algorithm named by `cfg.algo`, prepared for these silos (uldp-group draws its flags)."""
-    if cfg.algo not in ALGORITHMS:
-        raise InvalidParameter(f"algo must be one of {', '.join(ALGORITHMS)}, got {cfg.algo!r}")
-    if cfg.algo == "default":
-        return FedAvg()
-    if cfg.algo == "uldp-naive":
-        return UldpNaive()
-    if cfg.algo == "uldp-group":
-        if task == "survival":
-            raise InvalidParameter("uldp-group clips per-record gradients, and the Cox partial likelihood "
-                             "does not split into per-record losses; use another --algo for survival data")
-        return UldpGroup.prepare(silos, cfg)
-    if cfg.secure:
-        from .weighting import secure_protocol
-
-        secure_protocol()  # fail before training, not after the first round
-    return PerUserClipping(cfg.algo)
+    """The trainer of the algorithm named by `cfg.algo`, prepared for these silos."""
+    return get_algorithm(cfg.algo).build(cfg, silos, task)
 
 
-__all__ = ["ALGORITHMS", "ACCOUNTED_AS", "Algorithm", "Context", "RoundPlan", "SiloData", "SiloDelta",
-           "SiloUserDeltas", "TrainConfig", "make_algorithm"]
+# The settings and messages (`base`), resolved on first use: `uldp account` reads the registry
+# and never needs them.
+_FROM_BASE = ("Algorithm", "Context", "RoundPlan", "SiloData", "SiloDelta", "SiloUserDeltas", "TrainConfig")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _FROM_BASE:
+        return getattr(import_module(".base", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["Algorithm", "AlgorithmSpec", "BaseAlgorithm", "Context", "PlanInputs", "RoundPlan",
+           "SiloAveraging", "SiloData", "SiloDelta", "SiloUserDeltas", "TrainConfig", "accounted_names",
+           "algorithm_names", "get_algorithm", "make_algorithm", "plan_algorithm", "register",
+           "secure_names", "unregister"]

@@ -7,19 +7,27 @@ splits `configure_fit` / client fit / `aggregate_fit`): the server first decides
 model and its own records into one message, and the server turns the messages into the next
 global model. Nothing else passes between them, so the encrypted weighting protocol (Protocol 1)
 can replace the plaintext aggregation without touching the silo side.
+
+The algorithm modules import this module inside their methods only (its dataclasses cost a few
+milliseconds to build), and it imports torch and numpy inside the functions that compute:
+`uldp account` reads the algorithms' names and plans without loading any of them.
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-import numpy as np
-import torch
-from torch import nn
+from uldp.errors import InvalidParameter
 
-from ..models import LossFn
-from ..per_user import LocalTraining
+from .registry import secure_names
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+
+    from ..models import LossFn
+    from ..per_user import LocalTraining
 
 
 @dataclass(frozen=True)
@@ -65,11 +73,14 @@ class TrainConfig:
                 raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k}")
         elif self.group_k not in ("max", "median"):
             raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k!r}")
-        if self.secure and self.algo not in ("uldp-avg-w", "uldp-sgd-w"):
-            raise InvalidParameter("--secure applies to uldp-avg-w and uldp-sgd-w (Protocol 1 weighting)")
+        if self.secure and self.algo not in secure_names():
+            raise InvalidParameter(f"--secure applies to {' and '.join(secure_names())} "
+                                   "(Protocol 1 weighting)")
 
     @property
     def local(self) -> LocalTraining:
+        from ..per_user import LocalTraining
+
         return LocalTraining(self.local_epochs, self.lr, self.local_batch_size)
 
 
@@ -135,6 +146,9 @@ Message = SiloDelta | SiloUserDeltas
 
 
 class Algorithm(Protocol):
+    """A trainer: the server's round plan and aggregation, the silo's update, and what the run
+    reports about itself (`server.BaseAlgorithm` gives the defaults)."""
+
     name: str
 
     def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan: ...
@@ -145,9 +159,19 @@ class Algorithm(Protocol):
     def aggregate(self, params: dict[str, torch.Tensor], messages: list[Message], plan: RoundPlan,
                   ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]: ...
 
+    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]: ...
+
+    def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]: ...
+
+    def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]: ...
+
+    def summary_fields(self) -> dict[str, object]: ...
+
 
 def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray:
     """Poisson sampling of users with probability q (Algorithm 4 line 4); q = 1 keeps everyone."""
+    import numpy as np
+
     if q >= 1:
         return np.ones(n_users, dtype=bool)
     return rng.random(n_users) < q
@@ -155,25 +179,15 @@ def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray
 
 def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -> torch.Tensor:
     """N(0, std^2 I) of dimension d, drawn from the silo's numpy generator (so runs replay)."""
+    import torch
+
     return torch.as_tensor(rng.normal(0.0, std, size=d), dtype=like.dtype, device=like.device)
-
-
-class SiloAveraging:
-    """The server side shared by the algorithms whose silos send one delta each (default,
-    uldp-naive, uldp-group): users Poisson-sampled with `user_q`, and
-    x_{t+1} = x_t + eta_g / |S| * sum_s Delta_s."""
-
-    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
-        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
-
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
-        total = torch.stack([m.delta for m in messages]).sum(dim=0)
-        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
 
 
 def zero_delta(params: dict[str, torch.Tensor], n_params: int) -> torch.Tensor:
     """The flat update of a silo with nothing to train on, on the parameters' dtype and device."""
+    import torch
+
     like = next(iter(params.values()))
     return torch.zeros(n_params, dtype=like.dtype, device=like.device)
 
@@ -192,6 +206,7 @@ def sgd_epochs(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tenso
                loss_fn: LossFn, *, epochs: int, lr: float, batch_size: int,
                rng: np.random.Generator) -> dict[str, torch.Tensor]:
     """Plain minibatch SGD over a silo's records (Algorithm 1 lines 9-11), shuffled per epoch."""
+    import torch
     from torch.func import functional_call
 
     local = {k: v.detach().clone() for k, v in params.items()}

@@ -11,28 +11,83 @@ that count in the update). The kept sizes |D'_s| do set gamma_s and the number o
 the paper and Opacus we treat them as public (the run prints them). The server
 averages: x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s.
 
-Accounting: record-level RDP of that DP-SGD, maximum over silos, then group privacy for k records
-(`accountants.algorithms.plan_algorithm("uldp-group", silo_sizes=|D'_s|, batch_size=..., k=k)`).
-User sampling, if asked, only removes users' records from a round; it is not credited.
+Accounting (`group_plan`): DP-SGD with record sampling rate gamma_s and Q local epochs per round
+is ceil(Q / gamma_s) steps per round; silos hold disjoint records, so the federation's
+record-level RDP is the maximum over silos (§D.2); flags B keep at most k records per user, and
+group privacy of k records gives user-level DP (Proposition 1). User sampling, if asked, only
+removes users' records from a round; it is not credited.
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
-from torch.func import functional_call, grad, vmap
+from uldp.errors import InvalidParameter
 
-from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
+from .registry import AlgorithmSpec, PlanInputs
+from .server import SiloAveraging
 
-from ..per_user import ranks_within_user, flat_parameters
-from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig,
-                   apply_delta, zero_delta)
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
+
+    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.mechanism import Mechanism
+
+
+def group_plan(inputs: PlanInputs) -> Plan:
+    """Per silo, T ceil(Q / gamma_s) DP-SGD steps; group privacy of k records (Theorem 2)."""
+    # Imported here: `uldp train --help` lists the algorithms without loading the accountants.
+    from uldp.accountants.algorithms import Plan, dp_sgd_rate, dp_sgd_steps
+    from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+
+    sigma, rounds, k, local_epochs = inputs.sigma, inputs.rounds, inputs.k, inputs.local_epochs
+    batch_size, record_q, silo_sizes = inputs.batch_size, inputs.record_q, inputs.silo_sizes
+    if k is None or k < 1:
+        raise InvalidParameter("uldp-group needs --k, the most records kept per user (k >= 1)")
+    if local_epochs < 1:
+        raise InvalidParameter(f"local epochs must be >= 1, got {local_epochs}")
+    if (batch_size is None) == (record_q is None):
+        raise InvalidParameter("uldp-group needs exactly one of --batch-size (with --silo-sizes) or --record-q")
+    if record_q is not None:
+        if not 0 < record_q <= 1:
+            raise InvalidParameter(f"record-q must be in (0, 1], got {record_q}")
+        rates = [record_q] * (inputs.silos or 1)
+        sampling = f"Poisson, gamma = {record_q:g} in every silo"
+    else:
+        if silo_sizes is None:
+            raise InvalidParameter("--batch-size needs --silo-sizes (the record count of each silo)")
+        if batch_size < 1:
+            raise InvalidParameter(f"batch size must be >= 1, got {batch_size}")
+        rates = [dp_sgd_rate(batch_size, n) for n in silo_sizes]
+        sampling = (f"Poisson, gamma_s = batch {batch_size} / silo size "
+                    f"({', '.join(f'{g:.4g}' for g in rates)})")
+    mechanisms = tuple(SubsampledGaussian(sigma, g, rounds * dp_sgd_steps(local_epochs, g))
+                       for g in rates)
+    unique = tuple(dict.fromkeys(mechanisms))
+    mechanism: Mechanism = unique[0] if len(unique) == 1 else ParallelSilos(unique)
+    steps = ", ".join(str(m.steps) for m in unique)
+    assumptions = {
+        "algorithm": "uldp-group (Theorem 2, group privacy of k records)",
+        "noise": "DP-SGD per silo, per-record clipping C, noise N(0, sigma^2 C^2) per step",
+        "record sampling": sampling,
+        "mechanism": (f"per silo {rounds} rounds x ceil({local_epochs} epochs / gamma) = {steps} "
+                      f"steps of a subsampled Gaussian with noise multiplier {sigma:g}"),
+        "silos": "disjoint records: record-level RDP is the maximum over silos (parallel composition)",
+        "contribution bound": f"flags B keep at most k = {k} records per user across all silos",
+        "neighbouring": "add or remove up to k records of one user",
+    }
+    if inputs.user_q < 1:
+        assumptions["user sampling"] = "not used by uldp-group (Algorithm 2 has none)"
+    return Plan("uldp-group", mechanism, k, assumptions)
 
 
 def resolve_group_k(group_k: int | str, records_per_user: np.ndarray) -> int:
     """k as an integer: given, or the max / median of N_u over users with records (at least 1)."""
+    import numpy as np
+
     if not isinstance(group_k, str):
         if group_k < 1:
             raise InvalidParameter(f"group-k must be >= 1, got {group_k}")
@@ -52,6 +107,8 @@ def contribution_flags(users: np.ndarray, k: int, rng: np.random.Generator) -> n
 
     `users` lists the owner of every training record of the federation (all silos together).
     """
+    from ..per_user import ranks_within_user
+
     ranks = ranks_within_user(users, rng.random(len(users)))
     return ranks < k
 
@@ -65,6 +122,8 @@ class UldpGroup(SiloAveraging):
 
     @classmethod
     def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> "UldpGroup":
+        import numpy as np
+
         owners = np.concatenate([s.users for s in silos])
         n_users = silos[0].n_users if silos else 0
         k = resolve_group_k(cfg.group_k, np.bincount(owners, minlength=n_users))
@@ -76,8 +135,40 @@ class UldpGroup(SiloAveraging):
     def kept_sizes(self) -> list[int]:
         return [int(m.sum()) for m in self.kept]
 
+    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]:
+        # The kept sizes |D'_s| set each silo's sampling rate and steps; empty silos run nothing.
+        return dict(sigma=cfg.sigma, rounds=rounds, silo_sizes=[n for n in self.kept_sizes() if n > 0],
+                    batch_size=cfg.batch_size, local_epochs=cfg.local_epochs, k=self.k,
+                    user_q=cfg.user_q)
+
+    def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
+        sizes = ",".join(str(n) for n in self.kept_sizes() if n > 0)
+        return [f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
+                f"--local-epochs {cfg.local_epochs} --k {self.k} --group-method rdp"]
+
+    def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
+        used = 1 << (self.k - 1).bit_length()
+        rounding = f", accounted as a group of {used} (Lemma 6 covers powers of two)" if used != self.k else ""
+        return {
+            "group size": (f"k = {self.k} ({cfg.group_k}){rounding}; kept records per silo "
+                           f"{self.kept_sizes()} (treated as public: they set each silo's "
+                           "sampling rate and steps)"),
+            "flags": ("chosen from the data (k from max/median, and which records to keep) without "
+                      "privacy, as the paper's baseline does (§3.3); the epsilon covers the training only"),
+        }
+
+    def summary_fields(self) -> dict[str, object]:
+        return {"group_k": self.k}
+
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        import numpy as np
+
+        from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
+
+        from ..per_user import flat_parameters
+        from .base import SiloDelta, zero_delta
+
         kept = self.kept[silo.silo]
         n_kept = int(kept.sum())
         if n_kept == 0:
@@ -94,6 +185,11 @@ def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: to
            usable: np.ndarray, *, gamma: float, lot_size: int, steps: int, cfg: TrainConfig,
            rng: np.random.Generator) -> dict[str, torch.Tensor]:
     """DP-SGD with Poisson sampling (rate gamma) and per-record clipping (Abadi et al. 2016)."""
+    import torch
+    from torch.func import functional_call, grad, vmap
+
+    from .base import apply_delta
+
     model, loss_fn = ctx.model, ctx.loss_fn
 
     def record_loss(p, xr, yr):
@@ -117,3 +213,16 @@ def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: to
             total = clipped.sum(dim=0) + noise
         local = apply_delta(local, total, -cfg.lr / lot_size)
     return local
+
+
+def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpGroup:
+    """UldpGroup with its flags drawn for these silos; refuses survival data (no per-record loss)."""
+    if task == "survival":
+        raise InvalidParameter("uldp-group clips per-record gradients, and the Cox partial likelihood "
+                               "does not split into per-record losses; use another --algo for survival data")
+    return UldpGroup.prepare(silos, cfg)
+
+
+SPEC = AlgorithmSpec(name="uldp-group", help="ULDP-GROUP-k, DP-SGD in every silo on at most k "
+                     "records per user, group privacy (Algorithm 2, Theorem 2).",
+                     build=build, plan=group_plan)

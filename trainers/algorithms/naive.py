@@ -8,18 +8,25 @@ user-level sensitivity |S| C and per-silo noise N(0, sigma^2 C^2 |S|). Under add
 user, though, the silo's clipped delta moves from one point of the C-ball to another, by up to
 2C. We therefore add N(0, sigma^2 (2C)^2 |S|) per silo: the sum has std sigma * 2|S|C, a Gaussian
 mechanism of noise multiplier sigma for the true sensitivity 2|S|C, which is the mechanism
-`accountants.algorithms.plan_algorithm("uldp-naive", sigma=...)` accounts.
+`naive_plan` releases (with the paper's noise the real multiplier would be sigma / 2).
 """
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import numpy as np
-import torch
-
-from ..per_user import clip_rows
-from .base import (Context, RoundPlan, SiloAveraging, SiloData, SiloDelta, TrainConfig, gaussian)
 from .fedavg import silo_sgd_delta
+from .plans import gaussian_rounds, silo_label
+from .registry import AlgorithmSpec, PlanInputs
+from .server import SiloAveraging
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
+
+    from uldp.accountants.algorithms import Plan
 
 # A user can move one silo's clipped delta by twice the clipping bound (see module docstring).
 SENSITIVITY_FACTOR = 2.0
@@ -30,13 +37,39 @@ def naive_noise_std(cfg: TrainConfig, n_silos: int) -> float:
     return cfg.sigma * SENSITIVITY_FACTOR * cfg.clip * math.sqrt(n_silos)
 
 
+def naive_plan(inputs: PlanInputs) -> Plan:
+    """T rounds of a Gaussian of multiplier sigma for sensitivity 2|S|C (Theorem 1, corrected)."""
+    silos = silo_label(inputs)
+    # Twice the paper's std: a user moves each silo's clipped delta by up to 2C (see above).
+    noise = (f"each silo adds N(0, 4 sigma^2 C^2 {silos}), twice the std of Algorithm 1 "
+             f"line 14: user-level sensitivity 2 {silos} C (a user moves each silo's "
+             "clipped delta by up to 2C; the paper counts C)")
+    return gaussian_rounds("uldp-naive", "Theorem 1", noise, inputs)
+
+
 class UldpNaive(SiloAveraging):
     name = "uldp-naive"
 
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+        from ..per_user import clip_rows
+        from .base import SiloDelta, gaussian
+
         noise_rng, train_rng = rng.spawn(2)
         delta = silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, train_rng)
         clipped, _ = clip_rows(delta.unsqueeze(0), cfg.clip)
         noise = gaussian(ctx.n_params, naive_noise_std(cfg, ctx.n_silos), noise_rng, delta)
         return SiloDelta(silo.silo, clipped[0] + noise)
+
+    def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
+        return {"noise": (f"each silo adds N(0, (sigma * 2C * sqrt(|S|))^2) = std "
+                          f"{naive_noise_std(cfg, n_silos):.4g}: a user moves a silo's clipped delta by "
+                          "up to 2C, so the sensitivity of the sum is 2|S|C (Theorem 1 counts |S|C)")}
+
+
+def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpNaive:
+    return UldpNaive()
+
+
+SPEC = AlgorithmSpec(name="uldp-naive", help="ULDP-NAIVE, each silo clips its whole delta "
+                     "and adds noise (Algorithm 1, Theorem 1).", build=build, plan=naive_plan)

@@ -1,4 +1,4 @@
-"""`uldp-avg`, `uldp-avg-w`, `uldp-sgd`, `uldp-sgd-w`: per-user clipping (ULDP-FL Algorithms 3-4).
+"""Per-user clipping, shared by `uldp-avg(-w)` (`avg`) and `uldp-sgd(-w)` (`sgd`) (ULDP-FL Algorithms 3-4).
 
 Silo side (Algorithm 3 lines 8-17): every user u of the silo trains from x_t on its own records
 (ULDP-AVG: Q local epochs; ULDP-SGD: one gradient on all its records), the delta is clipped to C
@@ -18,16 +18,25 @@ their weighted sum, and the server's weighting is pluggable: plaintext by defaul
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
+from typing import TYPE_CHECKING, Callable
 
-import numpy as np
-import torch
+from uldp.errors import InvalidParameter
 
-from ..per_user import LocalTraining, clip_factors, user_deltas
-from .base import (Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig, apply_delta,
-                   gaussian, sample_users)
-from .weighting import SecureWeighting, plaintext_weighted_sum, uniform_weights
+from .plans import gaussian_rounds, silo_label
+from .registry import AlgorithmSpec, PlanInputs
+from .server import BaseAlgorithm
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
+
+    from uldp.accountants.algorithms import Plan
+
+    from ..per_user import LocalTraining
+    from .weighting import SecureWeighting
 
 
 def per_user_noise_std(cfg: TrainConfig, n_silos: int) -> float:
@@ -35,7 +44,41 @@ def per_user_noise_std(cfg: TrainConfig, n_silos: int) -> float:
     return cfg.sigma * cfg.clip / math.sqrt(n_silos)
 
 
-class PerUserClipping:
+def per_user_plan(algorithm: str, inputs: PlanInputs) -> Plan:
+    """T rounds of a Gaussian of multiplier sigma, whatever the local epochs (Theorem 3)."""
+    noise = (f"each silo adds N(0, sigma^2 C^2 / {silo_label(inputs)}); per-user clipping with weights "
+             "summing to 1 over silos bounds a user's contribution by C")
+    return gaussian_rounds(algorithm, "Theorem 3", noise, inputs,
+                           {"local epochs": "do not change the guarantee (Theorem 3)"})
+
+
+def trainer_factory(name: str) -> Callable[[TrainConfig, list[SiloData], str], "PerUserClipping"]:
+    """The `build` of the per-user-clipping algorithm `name`."""
+
+    def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> PerUserClipping:
+        if cfg.secure:
+            from .weighting import secure_protocol
+
+            secure_protocol()  # fail before training, not after the first round
+        return PerUserClipping(name)
+
+    return build
+
+
+def per_user_spec(name: str, help: str, plan: Callable[[PlanInputs], Plan]) -> AlgorithmSpec:
+    """ULDP-AVG's or ULDP-SGD's spec, trained by `PerUserClipping(name)`."""
+    return AlgorithmSpec(name=name, help=help, build=trainer_factory(name), plan=plan)
+
+
+def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
+    """`<base>-w`: weights n_su / N_u (Eq. 3), plaintext or Protocol 1; accounted as `base`."""
+    name = f"{base.name}-w"
+    return AlgorithmSpec(name=name, help=f"{base.name.upper()} with weights n_su / N_u (Eq. 3); "
+                         "--secure computes them by Protocol 1.", build=trainer_factory(name),
+                         plan=base.plan, accounted_as=base.name, secure=True)
+
+
+class PerUserClipping(BaseAlgorithm):
     """One of the four per-user-clipping algorithms, chosen by `name`."""
 
     def __init__(self, name: str) -> None:
@@ -47,9 +90,14 @@ class PerUserClipping:
         self.secure: SecureWeighting | None = None  # Protocol 1, set up at the first round
 
     def training(self, cfg: TrainConfig) -> LocalTraining:
+        from ..per_user import LocalTraining
+
         return LocalTraining(1, 1.0, None) if self.sgd else cfg.local
 
     def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        from .base import RoundPlan, sample_users
+        from .weighting import uniform_weights
+
         sampled = sample_users(ctx.n_users, cfg.user_q, rng)
         # -w: the weights come from the histogram, which only the weighting step may see.
         weights = None if self.weighted else uniform_weights(ctx.n_silos, ctx.n_users) * sampled[None, :]
@@ -57,6 +105,12 @@ class PerUserClipping:
 
     def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
                     ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta | SiloUserDeltas:
+        import numpy as np
+        import torch
+
+        from ..per_user import clip_factors, user_deltas
+        from .base import SiloDelta, SiloUserDeltas, gaussian
+
         noise_rng, train_rng = rng.spawn(2)
         present = np.flatnonzero(ctx.counts[silo.silo] > 0)
         # Silos skip users whose weight is 0; under Protocol 1 they cannot know who they are.
@@ -76,6 +130,11 @@ class PerUserClipping:
 
     def aggregate(self, params: dict[str, torch.Tensor], messages: list, plan: RoundPlan,
                   ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        import torch
+
+        from .base import apply_delta
+        from .weighting import SecureWeighting, plaintext_weighted_sum
+
         if self.weighted and cfg.secure:
             if self.secure is None:
                 self.secure = SecureWeighting(ctx.counts, ctx.n_params, key_bits=cfg.key_bits,
@@ -87,3 +146,13 @@ class PerUserClipping:
             total = torch.stack([m.delta for m in messages]).sum(dim=0)
         scale = cfg.global_lr / (cfg.user_q * ctx.n_users * ctx.n_silos)
         return apply_delta(params, total, scale)
+
+    def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
+        out = {"noise": (f"each silo adds N(0, sigma^2 C^2 / |S|), std {per_user_noise_std(cfg, n_silos):.4g}; "
+                         "weights sum to 1 over silos for every user, so a user moves the sum by <= C")}
+        if self.weighted:
+            out["weights"] = ("w = n_su / N_u (Eq. 3) through Protocol 1 (Paillier, blinding): no party "
+                              "learns another silo's n_su" if cfg.secure else
+                              "w = n_su / N_u (Eq. 3) computed in the clear: the server sees every n_su "
+                              "(use --secure for Protocol 1); the guarantee is unchanged")
+        return out

@@ -8,12 +8,11 @@ import click
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
-from ..options import (OutputFile, PositiveFloat, PositiveInt, Probability, delta_option,
-                       format_option)
+from ..options import (AlgorithmChoice, AlgorithmOption, OutputFile, PositiveFloat, PositiveInt,
+                       Probability, delta_option, format_option)
 from ..progress import progress_bar
 from ..render import emit
 
-ALGOS = ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w")
 DATASETS = ("mnist", "heart-disease", "gbsg2", "creditcard")
 MODELS = ("auto", "cnn", "mlp", "logistic", "cox")
 MAX_TABLE_ROWS = 15
@@ -34,7 +33,8 @@ class GroupK(click.ParamType):
 
 
 @click.command("train")
-@click.option("--algo", type=click.Choice(ALGOS), required=True, help="Algorithm (ULDP-FL §3, §4.1).")
+@click.option("--algo", type=AlgorithmChoice(), required=True, cls=AlgorithmOption,
+              help="Algorithm (ULDP-FL §3, §4.1):")
 @click.option("--dataset", type=click.Choice(DATASETS), default=None,
               help="Built-in data set; or give --data-path with --user-column/--label-column.")
 @click.option("--data-path", "--path", "data_path", type=click.Path(dir_okay=False), default=None,

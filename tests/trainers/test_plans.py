@@ -1,11 +1,11 @@
-"""ULDP-FL algorithm presets (Theorems 1-3, Algorithm 4) compiled into mechanisms."""
+"""ULDP-FL algorithms' plans (Theorems 1-3, Algorithm 4) compiled into mechanisms."""
 import math
 
 import pytest
 
 from uldp.accountants.account import record_level
-from uldp.accountants.algorithms import plan_algorithm
 from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+from uldp.trainers.algorithms import plan_algorithm
 
 
 def test_avg_with_user_sampling_is_a_subsampled_gaussian_per_round():

@@ -1,0 +1,68 @@
+"""The algorithm registry: one spec per algorithm, looked up by name, read without torch."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from uldp.errors import InvalidParameter
+from uldp.trainers.algorithms import (AlgorithmSpec, TrainConfig, accounted_names, algorithm_names,
+                                      get_algorithm, plan_algorithm, register, secure_names,
+                                      unregister)
+from uldp.trainers.algorithms.fedavg import FedAvg
+
+
+def test_built_in_algorithms_in_their_order():
+    assert algorithm_names() == ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w",
+                                 "uldp-sgd", "uldp-sgd-w")
+    assert accounted_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-sgd")
+    assert secure_names() == ("uldp-avg-w", "uldp-sgd-w")
+
+
+def test_weighted_variants_release_their_base_algorithms_mechanism():
+    for weighted, base in (("uldp-avg-w", "uldp-avg"), ("uldp-sgd-w", "uldp-sgd")):
+        spec = get_algorithm(weighted)
+        assert spec.private and spec.accounted_as == base
+        assert plan_algorithm(weighted, sigma=2, rounds=5) == plan_algorithm(base, sigma=2, rounds=5)
+
+
+def test_default_is_not_private_and_has_no_plan():
+    spec = get_algorithm("default")
+    assert not spec.private and spec.accounted_as is None
+    with pytest.raises(InvalidParameter, match="default is not private"):
+        plan_algorithm("default", sigma=1.0, rounds=1)
+
+
+def test_unknown_names_are_refused_with_the_choices():
+    with pytest.raises(InvalidParameter, match="algo must be one of default, uldp-naive"):
+        get_algorithm("fedprox")
+    with pytest.raises(InvalidParameter, match="--secure applies to uldp-avg-w and uldp-sgd-w"):
+        TrainConfig(algo="uldp-avg", rounds=1, secure=True)
+
+
+def test_register_and_unregister():
+    spec = AlgorithmSpec(name="plain", help="FedAvg again.", build=lambda cfg, silos, task: FedAvg())
+    assert register(spec) is spec
+    try:
+        assert algorithm_names()[-1] == "plain" and "plain" not in accounted_names()
+        with pytest.raises(InvalidParameter, match="already registered"):
+            register(spec)
+    finally:
+        assert unregister("plain") is spec
+    assert "plain" not in algorithm_names()
+
+
+def test_a_spec_without_plan_cannot_be_accounted_as_another():
+    with pytest.raises(InvalidParameter, match="needs a plan"):
+        AlgorithmSpec(name="x", help="", build=lambda cfg, silos, task: FedAvg(), accounted_as="uldp-avg")
+
+
+def test_reading_the_registry_imports_no_torch():
+    code = ("import sys\n"
+            "from uldp.trainers.algorithms import accounted_names, plan_algorithm\n"
+            "for name in accounted_names():\n"
+            "    plan_algorithm(name, sigma=1.0, rounds=3, k=2, record_q=0.1)\n"
+            "print('torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

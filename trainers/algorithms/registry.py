@@ -1,0 +1,155 @@
+"""The one registry of ULDP-FL algorithms: `uldp account`, `uldp calibrate` and `uldp train` read it.
+
+An algorithm is an `AlgorithmSpec`: its `--algo` name and help, the mechanism it releases (its
+`plan`, ULDP-FL §3, which any accountant then accounts) and the factory of its trainer (the
+silo-side update and server-side aggregation, see `base`). `register` adds one, `get_algorithm`
+finds one by name. This module, like the algorithm modules' top levels, imports no torch: the
+accounting commands read the registry too, and must start without it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from uldp.errors import InvalidParameter
+
+if TYPE_CHECKING:
+    from uldp.accountants.algorithms import Plan
+
+    from .base import Algorithm, SiloData, TrainConfig
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """The hyper-parameters a plan may read, validated once by `plan_algorithm`."""
+
+    sigma: float                  # noise multiplier
+    rounds: int                   # T
+    user_q: float = 1.0           # user-level Poisson sampling rate (Algorithm 4)
+    silos: int | None = None      # |S|, when known (from --silos or the silo sizes)
+    silo_sizes: tuple[int, ...] | None = None  # records per silo (ULDP-GROUP-k's sampling rates)
+    batch_size: int | None = None
+    record_q: float | None = None
+    local_epochs: int = 1         # Q
+    k: int | None = None          # records kept per user (ULDP-GROUP-k)
+
+
+PlanFunction = Callable[[PlanInputs], "Plan"]
+TrainerFactory = Callable[["TrainConfig", "list[SiloData]", str], "Algorithm"]
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """One algorithm, everything the commands need to know about it.
+
+    `plan` is None for a non-private algorithm (`default`): there is nothing to account, and
+    `uldp account` / `uldp calibrate` do not offer it. `accounted_as` names the algorithm whose
+    mechanism this one releases when the two differ only in who computes the weights (the `-w`
+    variants release ULDP-AVG's / ULDP-SGD's mechanism); it defaults to the spec's own name.
+    `secure`: `uldp train --secure` may run the server's weighting through Protocol 1.
+    """
+
+    name: str
+    help: str
+    build: TrainerFactory
+    plan: PlanFunction | None = None
+    accounted_as: str | None = None
+    secure: bool = False
+
+    def __post_init__(self) -> None:
+        if self.plan is not None and self.accounted_as is None:
+            object.__setattr__(self, "accounted_as", self.name)
+        if self.plan is None and self.accounted_as is not None:
+            raise InvalidParameter(f"{self.name}: accounted_as needs a plan (a non-private algorithm "
+                                   "releases no mechanism)")
+
+    @property
+    def private(self) -> bool:
+        return self.plan is not None
+
+
+# Registration order is the order of the --algo choices.
+_REGISTRY: dict[str, AlgorithmSpec] = {}
+
+
+def register(spec: AlgorithmSpec) -> AlgorithmSpec:
+    """Add `spec` under its name (a name is taken once); returns it, so a module may keep it."""
+    if spec.name in _REGISTRY:
+        raise InvalidParameter(f"an algorithm named {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def unregister(name: str) -> AlgorithmSpec:
+    """Remove the algorithm `name` (tests and plug-ins that registered one for a while)."""
+    return _REGISTRY.pop(get_algorithm(name).name)
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    """The spec registered as `name`; InvalidParameter naming the choices otherwise."""
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise InvalidParameter(f"algo must be one of {', '.join(algorithm_names())}, "
+                               f"got {name!r}") from None
+
+
+def algorithm_names() -> tuple[str, ...]:
+    """Every registered name: what `uldp train --algo` accepts."""
+    return tuple(_REGISTRY)
+
+
+def accounted_names() -> tuple[str, ...]:
+    """The distinct mechanisms: what `uldp account --algo` and `uldp calibrate --algo` accept.
+
+    A `-w` variant is accounted under its base algorithm's name, so it is not listed twice.
+    """
+    return tuple(name for name, spec in _REGISTRY.items() if spec.private and spec.accounted_as == name)
+
+
+def secure_names() -> tuple[str, ...]:
+    """The algorithms whose weighting `--secure` runs through Protocol 1."""
+    return tuple(name for name, spec in _REGISTRY.items() if spec.secure)
+
+
+def plan_algorithm(
+    algorithm: str,
+    *,
+    sigma: float,
+    rounds: int,
+    user_q: float = 1.0,
+    silos: int | None = None,
+    silo_sizes: Sequence[int] | None = None,
+    batch_size: int | None = None,
+    record_q: float | None = None,
+    local_epochs: int = 1,
+    k: int | None = None,
+) -> Plan:
+    """Compile one ULDP-FL algorithm's hyper-parameters into the mechanism it releases."""
+    spec = _REGISTRY.get(algorithm)
+    if spec is None or not spec.private:
+        choices = ", ".join(accounted_names())
+        if spec is not None:
+            raise InvalidParameter(f"{algorithm} is not private, there is nothing to account; "
+                                   f"algorithm must be one of {choices}")
+        raise InvalidParameter(f"algorithm must be one of {choices}, got {algorithm!r}")
+    if rounds < 0:
+        raise InvalidParameter(f"rounds must be >= 0, got {rounds}")
+    n_silos = _silo_count(silos, silo_sizes)
+    inputs = PlanInputs(sigma=sigma, rounds=rounds, user_q=user_q, silos=n_silos,
+                        silo_sizes=None if silo_sizes is None else tuple(silo_sizes),
+                        batch_size=batch_size, record_q=record_q, local_epochs=local_epochs, k=k)
+    assert spec.plan is not None
+    return spec.plan(inputs)
+
+
+def _silo_count(silos: int | None, silo_sizes: Sequence[int] | None) -> int | None:
+    if silo_sizes is not None:
+        if any(n < 1 for n in silo_sizes):
+            raise InvalidParameter("silo sizes must be positive record counts")
+        if silos is not None and silos != len(silo_sizes):
+            raise InvalidParameter(f"--silos {silos} disagrees with {len(silo_sizes)} --silo-sizes")
+        return len(silo_sizes)
+    if silos is not None and silos < 1:
+        raise InvalidParameter(f"silos must be >= 1, got {silos}")
+    return silos

@@ -1,0 +1,61 @@
+"""What the trainers share on the server side: the run's report defaults and silo averaging.
+
+Kept apart from `base` (the settings and messages, all dataclasses) so that the algorithm
+modules can subclass these at import time while `uldp account`, which only reads their specs,
+never builds those dataclasses; `base`, torch and numpy are imported inside the methods.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .base import Context, RoundPlan, SiloDelta, TrainConfig
+
+
+class BaseAlgorithm:
+    """What a run reports about its algorithm, by default: one user-level Gaussian per round.
+
+    `plan_params` are the keyword arguments of `plan_algorithm` for `rounds` rounds of this run,
+    `account_flags` the same settings as `uldp account` flags (the run prints that command, which
+    gives its epsilon); `run_assumptions` adds to the plan's assumptions what only the run knows
+    (the noise std, the weights), `summary_fields` to the run's summary.
+    """
+
+    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]:
+        return dict(sigma=cfg.sigma, rounds=rounds, user_q=cfg.user_q, silos=n_silos,
+                    local_epochs=cfg.local_epochs)
+
+    def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
+        flags = [f"--silos {n_silos}"]
+        if cfg.user_q < 1:
+            flags.append(f"--user-q {cfg.user_q:g}")
+        return flags
+
+    def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
+        return {}
+
+    def summary_fields(self) -> dict[str, object]:
+        return {}
+
+
+class SiloAveraging(BaseAlgorithm):
+    """The server side shared by the algorithms whose silos send one delta each (default,
+    uldp-naive, uldp-group): users Poisson-sampled with `user_q`, and
+    x_{t+1} = x_t + eta_g / |S| * sum_s Delta_s."""
+
+    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        from .base import RoundPlan, sample_users
+
+        return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
+
+    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
+                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+        import torch
+
+        from .base import apply_delta
+
+        total = torch.stack([m.delta for m in messages]).sum(dim=0)
+        return apply_delta(params, total, cfg.global_lr / ctx.n_silos)
