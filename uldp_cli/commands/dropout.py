@@ -6,8 +6,9 @@ import click
 
 from uldp.errors import UldpError
 
-from uldp.accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_report, participant_weights,
-                                 rate_only_round, weighted_round)
+from uldp.accountants.dropout import DropoutRound, participant_weights, rate_only_round, weighted_round
+from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING
+from uldp.accountants.dropout_report import dropout_report
 from uldp.accountants.orders import orders_label
 
 from ..config import config_option
