@@ -85,32 +85,45 @@ def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
                     rel_tol: float = 1e-4, sigma_range: tuple[float, float] = SIGMA_RANGE,
                     progress: Callable[[int], None] | None = None) -> Calibration:
     """The smallest sigma (to `rel_tol`, rounded up) with epsilon_of(sigma) <= budget."""
-    if not budget > 0:
-        raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
-    calls = 0
-
-    def eps(sigma: float) -> float:
-        nonlocal calls
-        calls += 1
-        if progress:
-            progress(calls)
-        return epsilon_of(sigma)
-
+    eps = _Counted(epsilon_of, budget, progress)
     lo, hi = _bracket_sigma(eps, budget, sigma_range)
     if lo is None:
-        return Calibration(hi, epsilon_of(hi), calls + 1)
-    # Bisect on log sigma; `hi` always meets the budget.
-    while hi / lo > 1 + rel_tol:
-        mid = math.sqrt(lo * hi)
+        return Calibration(hi, epsilon_of(hi), eps.calls + 1)
+    return _settle(eps, budget, good=hi, bad=lo, rel_tol=rel_tol, to_safe_side=_round_up)
+
+
+class _Counted:
+    """epsilon_of, counting its calls (reported to `progress`), for a budget checked > 0."""
+
+    def __init__(self, epsilon_of: Callable[[float], float], budget: float,
+                 progress: Callable[[int], None] | None) -> None:
+        if not budget > 0:
+            raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
+        self.epsilon_of, self.progress, self.calls = epsilon_of, progress, 0
+
+    def __call__(self, value: float) -> float:
+        self.calls += 1
+        if self.progress:
+            self.progress(self.calls)
+        return self.epsilon_of(value)
+
+
+def _settle(eps: _Counted, budget: float, *, good: float, bad: float, rel_tol: float,
+            to_safe_side: Callable[[float], float]) -> Calibration:
+    """Bisect on the log scale between a value that meets the budget (`good`) and one that does
+    not, until they are within a factor 1 + rel_tol; then round `good` to 4 significant digits
+    towards the safe side (more noise, a smaller rate) and re-account it."""
+    while max(good, bad) / min(good, bad) > 1 + rel_tol:
+        mid = math.sqrt(good * bad)
         if eps(mid) <= budget:
-            hi = mid
+            good = mid
         else:
-            lo = mid
-    sigma = _round_up(hi)
-    final = epsilon_of(sigma)
-    if final > budget:  # rounding up cannot raise epsilon; this guards the monotonicity assumption
-        sigma, final = hi, epsilon_of(hi)
-    return Calibration(sigma, final, calls + 1)
+            bad = mid
+    value = to_safe_side(good)
+    final = eps.epsilon_of(value)
+    if final > budget:  # rounding to the safe side cannot raise epsilon; this guards monotonicity
+        value, final = good, eps.epsilon_of(good)
+    return Calibration(value, final, eps.calls + 1)
 
 
 def _bracket_sigma(eps: Callable[[float], float], budget: float,
@@ -210,38 +223,16 @@ def _bracket_steps(eps: Callable[[int], float], budget: float, max_steps: int,
 def calibrate_rate(epsilon_of: Callable[[float], float], budget: float, *, rel_tol: float = 1e-4,
                    min_rate: float = MIN_RATE, progress: Callable[[int], None] | None = None) -> Calibration:
     """The largest sampling rate q in (0, 1] (to `rel_tol`, rounded down) with epsilon_of(q) <= budget."""
-    if not budget > 0:
-        raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
-    calls = 0
-
-    def eps(q: float) -> float:
-        nonlocal calls
-        calls += 1
-        if progress:
-            progress(calls)
-        return epsilon_of(q)
-
+    eps = _Counted(epsilon_of, budget, progress)
     if eps(1.0) <= budget:
-        return Calibration(1.0, epsilon_of(1.0), calls + 1)
-    hi = 1.0  # always over the budget
-    lo = hi / 2
+        return Calibration(1.0, epsilon_of(1.0), eps.calls + 1)
+    hi, lo = 1.0, 0.5  # hi always over the budget
     while eps(lo) > budget:
         hi, lo = lo, lo / 2
         if lo < min_rate:
             raise UnreachableBudget(f"no sampling rate down to {min_rate:g} meets epsilon {budget:g}; "
                                     "raise the budget or sigma, or lower the steps")
-    # Bisect on log q; `lo` always meets the budget.
-    while hi / lo > 1 + rel_tol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) <= budget:
-            lo = mid
-        else:
-            hi = mid
-    q = _round_down(lo)
-    final = epsilon_of(q)
-    if final > budget:  # rounding down cannot raise epsilon; this guards the monotonicity assumption
-        q, final = lo, epsilon_of(lo)
-    return Calibration(q, final, calls + 1)
+    return _settle(eps, budget, good=lo, bad=hi, rel_tol=rel_tol, to_safe_side=_round_down)
 
 
 def _round_down(x: float, digits: int = 4) -> float:

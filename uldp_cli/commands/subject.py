@@ -9,7 +9,7 @@ import click
 
 from uldp.accountants.horizontal import ACCOUNTANTS, FederationRun, SubjectGuarantee, SubjectReport, account_subjects
 from uldp.accountants.orders import orders_label
-from uldp.accountants.subject import DISTRIBUTIONS, allocate_items, read_holdings, subject_sampling_rate
+from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
 
 from ..config import config_option
 from ..errors import library_errors
@@ -44,7 +44,7 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
               help="Items of the subject at each member holding it.")
 @click.option("--subject-items", type=PositiveInt(), default=None,
               help="The subject's items in all, spread over the N members by --distribution.")
-@click.option("--distribution", type=click.Choice(DISTRIBUTIONS), default="uniform", show_default=True,
+@click.option("--distribution", type=click.Choice(ALLOCATIONS), default="uniform", show_default=True,
               help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).")
 @click.option("--alpha", type=PositiveFloat(), default=None, help="Power distribution parameter alpha (> 0).")
 @click.option("--holdings", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
