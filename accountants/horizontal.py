@@ -98,8 +98,7 @@ def composed_epsilon(composition: Composition, sigma: float, delta: float, *, ac
     RDP: the holders' curves add (Lemma 1); PLD: one PLD of the composed events, which for one
     holder is exactly `uldp account --accountant pld`.
     """
-    if accountant not in ACCOUNTANTS:
-        raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
+    _check_accountant(accountant)
     event = composition_event(composition, sigma)
     if event is None:
         return 0.0
@@ -129,8 +128,7 @@ def max_rounds(run: FederationRun, holding: Sequence[int], budget: float, delta:
                federation: bool = True, **accounting) -> int:
     """The most rounds whose local (or federation-wide) epsilon stays within `budget`; 0 if none."""
     compose = federation_composition if federation else local_composition
-    if accounting.get("accountant", "rdp") not in ACCOUNTANTS:
-        raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accounting['accountant']!r}")
+    _check_accountant(accounting.get("accountant", "rdp"))
     return most_rounds(lambda rounds: composition_event(compose(run.with_rounds(rounds), holding), run.sigma),
                        budget, delta, **accounting)
 
@@ -194,6 +192,12 @@ def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, ac
 
     found = calibrate(epsilon_of, item_eps, "sigma")
     return GroupNoise(z, found.value, item_eps, item_delta, found.epsilon)
+
+
+def _check_accountant(accountant: str) -> None:
+    """Only accountants that compose holders' runs (prv accounts one run at a time)."""
+    if accountant not in ACCOUNTANTS:
+        raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
 
 
 def _check_holding(run: FederationRun, holding: Sequence[int]) -> None:

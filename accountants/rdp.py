@@ -26,6 +26,7 @@ from scipy.special import gammaln, gammasgn, log_ndtr
 
 from .events import (Composed, Event, KnownParticipation, Mechanism, ParallelSilos, SubsampledGaussian,
                      describe, silos_of)
+from .participation import known_participation_rdp
 
 # Orders above this use the Gaussian bound alpha / (2 sigma^2) (sub-sampling can only lower the
 # RDP, so this is a valid upper bound); the binomial sum would need alpha terms per order.
@@ -174,8 +175,6 @@ def event_rdp(event: Event, orders: np.ndarray) -> np.ndarray:
         grid = np.asarray(orders, dtype=float)
         return sum((event_rdp(part, grid) for part in event.events), np.zeros(grid.size))
     if isinstance(event, KnownParticipation):
-        from .participation import known_participation_rdp
-
         return known_participation_rdp(orders, event.sigma, event.q, event.rounds)
     if isinstance(event, SubsampledGaussian):
         return event.steps * step_rdp(event, orders)

@@ -137,18 +137,6 @@ def build_plan(algo: str | None, *, sigma: float, q: float | None, steps: int | 
         raise click.UsageError(str(err)) from None
 
 
-def common_assumptions(delta: float, conversion: str, orders: Orders | str, accountants: list[str]) -> dict:
-    text = {"rdp": "RDP (Mironov et al. 2019, log-space)", "pld": "PLD (dp-accounting, pessimistic)",
-            "prv": "PRV (prv-accountant, upper estimate)"}
-    out = {"delta": f"{delta:g}", "accountant": "; ".join(text[a] for a in accountants)}
-    if "rdp" in accountants:
-        out["conversion"] = ("improved, Lemma 2" if conversion == "improved"
-                             else "classic, eps = rho + log(1/delta)/(alpha-1)")
-        out["orders"] = Orders.parse(orders).label
-    out["bound"] = "every epsilon is an upper bound at this delta"
-    return out
-
-
 method_labels = {
     ("record", "rdp"): "record level (RDP)",
     ("record", "pld"): "record level (PLD)",

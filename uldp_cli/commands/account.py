@@ -5,10 +5,11 @@ import click
 
 from uldp.accountants.account import GROUP_ACCOUNTING, GROUP_METHODS, Guarantee, account_plan
 from uldp.accountants.algorithms import Plan
+from uldp.accountants.assumptions import accounting_assumptions
 
 from ..account_plot import draw_group_plot
-from ..accounting_options import (accounting_options, algorithm_options, build_plan,
-                                  common_assumptions, expand_methods, method_labels)
+from ..accounting_options import (accounting_options, algorithm_options, build_plan, expand_methods,
+                                  method_labels)
 from ..config import config_option
 from ..errors import library_errors
 from ..options import OutputFile, PositiveFloat, Probability, format_option
@@ -58,10 +59,8 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
                           conversion=conversion, orders=orders, progress=update)
     rows = [_row(r) for r in results]
     used = list(dict.fromkeys([*accountants, *(r.accountant for r in results)]))
-    assumptions = common_assumptions(delta, conversion, orders, used)
-    for plan in plans:
-        prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
-        assumptions.update({prefix + key: value for key, value in plan.assumptions.items()})
+    assumptions = accounting_assumptions(plans, delta=delta, accountants=used, conversion=conversion,
+                                         orders=orders).as_dict()
     columns = [c for c in COLUMNS if any(row[c[0]] is not None for row in rows)]
     document = {"command": "account", "assumptions": assumptions,
                 "results": [_json(r) for r in results]}

@@ -4,9 +4,10 @@ from __future__ import annotations
 import click
 
 from uldp.accountants.account import account_plan
+from uldp.accountants.assumptions import accounting_assumptions
 from uldp.accountants.calibrate import calibrate, most_steps
 
-from ..accounting_options import accounting_options, algorithm_options, build_plan, common_assumptions
+from ..accounting_options import accounting_options, algorithm_options, build_plan
 from ..config import config_option
 from ..errors import library_errors
 from ..options import PositiveFloat, Probability, format_option
@@ -88,10 +89,9 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
            "algorithm": algo, "evaluations": found.evaluations}
     if algo:
         row["rounds"] = steps_out
-    assumptions = common_assumptions(delta, conversion, orders, [used])
-    assumptions.update(final.assumptions)
-    if effective_k > 1:
-        assumptions["group"] = f"budget must hold for groups of k = {effective_k} ({method})"
+    group = [("group", f"budget must hold for groups of k = {effective_k} ({method})")] if effective_k > 1 else []
+    assumptions = accounting_assumptions([final], delta=delta, accountants=[used], conversion=conversion,
+                                         orders=orders, extra=group).as_dict()
     emit("uldp calibrate", COLUMNS, [row], fmt, assumptions=assumptions,
          document={"command": "calibrate", "assumptions": assumptions, **row},
          notes=[f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"])
