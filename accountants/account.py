@@ -14,7 +14,7 @@ from uldp.errors import InvalidParameter
 
 from .algorithms import Plan
 from .conversion import CONVERSIONS
-from .events import Group, KnownParticipation, Mechanism
+from .events import Group, KnownParticipation, Mechanism, SubsampledGaussian
 from .orders import Orders, OrdersSpec
 from .profile import RdpProfile
 from .registry import ACCOUNTANTS as REGISTRY, account_event, accountant_named
@@ -40,7 +40,7 @@ class Guarantee:
 
     epsilon: float
     delta: float
-    k: int
+    k: int | None         # None: a whole user (level 'user')
     level: str            # "record", "group" or "user"
     method: str           # "record", "rdp", "normal" or "pld"
     accountant: str       # "rdp", "pld" or "prv"
@@ -149,7 +149,7 @@ def account_plan(plan: Plan, *, delta: float, accountants: Sequence[str] = ("rdp
             g = record_level(plan.mechanism, delta, accountant, conversion, orders)
             out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
         mech = plan.mechanism
-        if server_view and mech.q < 1:
+        if server_view and isinstance(mech, SubsampledGaussian) and mech.q < 1:
             seen = account_event(KnownParticipation(mech.sigma, mech.q, mech.steps), delta, "rdp",
                                  conversion=conversion, orders=orders)
             out.append(Guarantee(seen.epsilon, delta, None, "user", "server view", "rdp", conversion,

@@ -16,7 +16,7 @@ from __future__ import annotations
 from uldp.errors import InvalidParameter, UnreachableBudget
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from .events import Event
 
@@ -58,7 +58,7 @@ def calibrate(epsilon_of: Callable[[float], float], budget: float, scalar: str =
     raise InvalidParameter(f"can calibrate one of {', '.join(SCALARS)}, got {scalar!r}")
 
 
-def calibrate_event(build: Callable[[float], Event], budget: float, delta: float, scalar: str = "sigma",
+def calibrate_event(build: Callable[[Any], Event], budget: float, delta: float, scalar: str = "sigma",
                     *, accountant: str = "rdp", search: dict | None = None, **options) -> Calibration:
     """`calibrate` over the events `build(value)` accounted by `accountant` at `delta`.
 

@@ -8,6 +8,8 @@ accounting options are the registry's: accountant (default rdp), conversion, ord
 """
 from __future__ import annotations
 
+from typing import Any
+
 from .calibrate import most_rounds
 from .events import KnownParticipation, SubsampledGaussian
 from .registry import account_event
@@ -17,24 +19,24 @@ from .registry import account_event
 PAPER_ACCOUNTING = {"accountant": "rdp", "conversion": "classic", "orders": "tf-privacy"}
 
 
-def dropout_epsilon(multiplier: float, q: float, rounds: int, delta: float, **accounting: object) -> float:
+def dropout_epsilon(multiplier: float, q: float, rounds: int, delta: float, **accounting: Any) -> float:
     """Epsilon after `rounds` rounds, each a Poisson-subsampled Gaussian with this multiplier
     (by RDP from the cached one-round curve, `rdp.step_rdp`: tables and searches reuse it)."""
     return account_event(SubsampledGaussian(multiplier, q, rounds), delta, **accounting).epsilon
 
 
-def max_rounds(multiplier: float, q: float, budget: float, delta: float, **accounting: object) -> int:
+def max_rounds(multiplier: float, q: float, budget: float, delta: float, **accounting: Any) -> int:
     """The most rounds whose epsilon stays within `budget` (0 when even one round exceeds it)."""
     return most_rounds(lambda rounds: SubsampledGaussian(multiplier, q, rounds), budget, delta, **accounting)
 
 
-def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, **accounting: object) -> float:
+def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, **accounting: Any) -> float:
     """Epsilon after `rounds` rounds against the server, which draws the sample U^t itself: by
     rdp `known_participation_rdp` converted (a bound); by pld / prv the exact
     `known_participation_delta` inverted (its upper end: never below the exact epsilon)."""
     return account_event(KnownParticipation(multiplier, q, rounds), delta, **accounting).epsilon
 
 
-def server_max_rounds(multiplier: float, q: float, budget: float, delta: float, **accounting: object) -> int:
+def server_max_rounds(multiplier: float, q: float, budget: float, delta: float, **accounting: Any) -> int:
     """The most rounds whose `server_epsilon` stays within `budget` (0 when one round exceeds it)."""
     return most_rounds(lambda rounds: KnownParticipation(multiplier, q, rounds), budget, delta, **accounting)

@@ -7,13 +7,22 @@ that is too coarse gives a valid but loose bound; it never gives an invalid one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence, TypeVar, Union
+from typing import Callable, Protocol, Sequence, TypeVar, Union
 
 import numpy as np
 
 from uldp.errors import InvalidParameter
 
-T = TypeVar("T")
+
+
+class _AtAnOrder(Protocol):
+    """A result reached at one order (None: no order gave a finite bound)."""
+
+    @property
+    def order(self) -> float | None: ...
+
+
+T = TypeVar("T", bound=_AtAnOrder)
 
 #: The legacy TF-Privacy / Opacus set: [1 + x/10 for x in 1..99] + 12..63.
 TF_PRIVACY_ORDERS: np.ndarray = np.array(
@@ -109,12 +118,12 @@ class Orders:
     def best(self, best_at: Callable[[np.ndarray], T], grid: np.ndarray | None = None) -> T:
         """`best_at(stage)` (a result with an `.order`) for each of `stages` in turn, stopping at
         the first stage whose best order is inside it rather than at its largest order."""
-        result = None
-        for stage in self.stages(grid):
+        stages = self.stages(grid)
+        for stage in stages[:-1]:
             result = best_at(stage)
             if result.order is not None and result.order != stage[-1]:
-                break
-        return result
+                return result
+        return best_at(stages[-1])
 
     def __str__(self) -> str:
         return self.text

@@ -7,8 +7,10 @@ event (the server's view, ULDP-FL Algorithm 4) has an exact privacy profile, whi
 """
 from __future__ import annotations
 
+from typing import cast
+
 from .accountant import Accounted
-from .events import Composed, Event, Group, KnownParticipation, ParallelSilos, SubsampledGaussian
+from .events import Composed, Event, Group, KnownParticipation, Mechanism, ParallelSilos, SubsampledGaussian
 from .participation import known_participation_exact_epsilon
 
 _RUNS = (SubsampledGaussian, ParallelSilos)
@@ -54,10 +56,10 @@ class PldAccountant(_TightAccountant):
         from .pld import pld_epsilon, pld_epsilon_composed
 
         if isinstance(event, Group):
-            return Accounted(pld_epsilon(event.event, delta, k=event.k), group_size_used=event.k)
+            return Accounted(pld_epsilon(cast(Mechanism, event.event), delta, k=event.k), group_size_used=event.k)
         if isinstance(event, Composed):
-            return Accounted(pld_epsilon_composed(event.events, delta))
-        return Accounted(pld_epsilon(event, delta))
+            return Accounted(pld_epsilon_composed(cast(tuple[SubsampledGaussian, ...], event.events), delta))
+        return Accounted(pld_epsilon(cast(Mechanism, event), delta))
 
 
 class PrvAccountant(_TightAccountant):
@@ -70,4 +72,4 @@ class PrvAccountant(_TightAccountant):
     def _epsilon(self, event: Event, delta: float) -> Accounted:
         from .prv import prv_epsilon
 
-        return Accounted(prv_epsilon(event, delta))
+        return Accounted(prv_epsilon(cast(Mechanism, event), delta))
