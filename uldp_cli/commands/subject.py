@@ -16,7 +16,7 @@ from ..errors import library_errors
 from ..options import PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
 from ..progress import status
 from ..render import emit
-from .mechanism_flags import accounting_label, mechanism_flags
+from .mechanism_flags import accounting_label, mechanism_flags, uses_rdp
 
 COLUMNS = [("guarantee", "guarantee"), ("rounds", "rounds"), ("members", "members composed"),
            ("epsilon", "epsilon"), ("note", "note")]
@@ -209,7 +209,7 @@ def _distribution(subjects: dict[str, SubjectGuarantee]) -> list[dict]:
 
 def _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha, subject_members,
                  items_per_member, group: bool) -> dict:
-    how = "RDP curves added" if accounting["accountant"] == "rdp" else "one composed PLD"
+    how = "RDP curves added" if uses_rdp(accounting["accountant"]) else "one composed PLD"
     out = {
         "run": (f"N = {run.members} members, s = {run.per_round} per round, R = {run.rounds} rounds, "
                 f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
@@ -233,7 +233,7 @@ def _assumptions(run, delta, accounting, holdings, subject_items, distribution, 
         "delta": f"{delta:g}",
         "accounting": accounting_label(**accounting),
     }
-    if accounting["accountant"] == "rdp":
+    if uses_rdp(accounting["accountant"]):
         out["orders"] = orders_label(accounting["orders"])
     if holdings is not None:
         out["holdings"] = (f"from {holdings}; epsilons of the worst subject at R rounds (per subject in "
