@@ -1,24 +1,28 @@
-"""One entry point that accounts a mechanism at record, group and user level.
+"""Guarantees of a mechanism at record, group and user level, and of an algorithm's plan.
 
 Every epsilon returned is an upper bound at the stated delta under add-or-remove adjacency of
 the stated unit (record, group of k records, or user); where no bound can be had with the
-chosen orders the epsilon is infinite and `note` says why.
+chosen orders the epsilon is infinite and `note` says why. Each is one event accounted by one
+accountant of `accountants.registry`; this module only says which events a request asks for.
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
-import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Iterable, Sequence
 
-from .conversion import CONVERSIONS, rdp_to_dp
-from .group import normal_group, rdp_group
-from .mechanism import Mechanism
-from .orders import best_over_stages, resolve_orders
-from .profile import RdpProfile
+from uldp.errors import InvalidParameter
 
-ACCOUNTANTS = ("rdp", "pld", "prv")
-GROUP_METHODS = ("rdp", "normal", "pld")
+from .algorithms import Plan
+from .conversion import CONVERSIONS
+from .events import Group, KnownParticipation, Mechanism, SubsampledGaussian
+from .orders import Orders, OrdersSpec
+from .profile import RdpProfile
+from .registry import ACCOUNTANTS as REGISTRY, account_event, accountant_named
+
+ACCOUNTANTS = tuple(REGISTRY)
+#: Group method -> (accountant, its group method): Lemma 6, Lemma 5 (both RDP), or the PLD mixture.
+GROUP_ACCOUNTING = {"rdp": ("rdp", "rdp"), "normal": ("rdp", "normal"), "pld": ("pld", None)}
+GROUP_METHODS = tuple(GROUP_ACCOUNTING)
 
 METHOD_LABELS = {
     "record": "record level",
@@ -27,6 +31,8 @@ METHOD_LABELS = {
     "pld": "PLD mixture of Gaussians",
 }
 
+Progress = Callable[[str], None]
+
 
 @dataclass(frozen=True)
 class Guarantee:
@@ -34,7 +40,7 @@ class Guarantee:
 
     epsilon: float
     delta: float
-    k: int
+    k: int | None         # None: a whole user (level 'user')
     level: str            # "record", "group" or "user"
     method: str           # "record", "rdp", "normal" or "pld"
     accountant: str       # "rdp", "pld" or "prv"
@@ -59,53 +65,47 @@ def _check(delta: float, ks: Sequence[int], methods: Iterable[str], accountants:
         if m not in GROUP_METHODS:
             raise InvalidParameter(f"group method must be one of {', '.join(GROUP_METHODS)}, got {m!r}")
     for a in accountants:
-        if a not in ACCOUNTANTS:
-            raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {a!r}")
+        accountant_named(a)
     if conversion not in CONVERSIONS:
         raise InvalidParameter(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
 
 
 def record_level(mechanism: Mechanism, delta: float, accountant: str = "rdp",
-                 conversion: str = "improved", orders="default",
+                 conversion: str = "improved", orders: OrdersSpec = "default",
                  profile: RdpProfile | None = None) -> Guarantee:
     """Record-level (k = 1) epsilon with one accountant."""
     _check(delta, [1], [], [accountant], conversion)
-    if accountant == "rdp":
+    chosen = accountant_named(accountant)
+    if chosen.converts_rdp:  # one RDP curve per run, shared by every k and method asked for
         profile = profile or RdpProfile(mechanism)
-        conv = best_over_stages(resolve_orders(orders), orders, lambda grid: rdp_to_dp(
-            grid, profile.at(grid), math.log(delta), conversion))
-        return Guarantee(conv.epsilon, delta, 1, "record", "record", "rdp", conversion,
-                         conv.order, conv.order, 1)
-    if accountant == "pld":
-        from .pld import pld_epsilon
-        return Guarantee(pld_epsilon(mechanism, delta), delta, 1, "record", "record", "pld", None)
-    from .prv import prv_epsilon
-    return Guarantee(prv_epsilon(mechanism, delta), delta, 1, "record", "record", "prv", None)
+    found = account_event(mechanism, delta, accountant, conversion=conversion, orders=orders,
+                          profile=profile)
+    return Guarantee(found.epsilon, delta, 1, "record", "record", accountant,
+                     conversion if chosen.converts_rdp else None, found.order, found.base_order,
+                     found.group_size_used)
 
 
 def group_level(mechanism: Mechanism, delta: float, k: int, method: str,
-                conversion: str = "improved", orders="default",
+                conversion: str = "improved", orders: OrdersSpec = "default",
                 profile: RdpProfile | None = None) -> Guarantee:
     """Epsilon for a group of k > 1 records by one group method."""
     _check(delta, [k], [method], [], conversion)
-    if method == "pld":
-        from .pld import pld_epsilon
-        return Guarantee(pld_epsilon(mechanism, delta, k=k), delta, k, "group", "pld", "pld", None,
-                         group_size_used=k)
-    profile = profile or RdpProfile(mechanism)
-    convert = rdp_group if method == "rdp" else normal_group
-    bound = convert(profile, k, math.log(delta), orders, conversion)
-    return Guarantee(bound.epsilon, delta, k, "group", method, "rdp", conversion, bound.order,
-                     bound.base_order, bound.group_size_used, note=bound.note)
+    accountant, group_method = GROUP_ACCOUNTING[method]
+    chosen = accountant_named(accountant)
+    found = account_event(Group(mechanism, k), delta, accountant, conversion=conversion,
+                          orders=orders, group_method=group_method, profile=profile)
+    return Guarantee(found.epsilon, delta, k, "group", method, accountant,
+                     conversion if chosen.converts_rdp else None, found.order, found.base_order,
+                     found.group_size_used, note=found.note)
 
 
 def account(mechanism: Mechanism, *, delta: float = 1e-5, ks: Sequence[int] = (1,),
             methods: Sequence[str] = ("rdp",), accountants: Sequence[str] = ("rdp",),
-            conversion: str = "improved", orders="default",
-            progress: Callable[[str], None] | None = None) -> list[Guarantee]:
+            conversion: str = "improved", orders: OrdersSpec = "default",
+            progress: Progress | None = None) -> list[Guarantee]:
     """Every requested guarantee: k = 1 by each accountant, each k > 1 by each group method."""
     _check(delta, ks, methods, accountants, conversion)
-    resolve_orders(orders)  # fail early on a bad order set
+    Orders.parse(orders)  # fail early on a bad order set
     profile = RdpProfile(mechanism)
     results: list[Guarantee] = []
     for k in dict.fromkeys(ks):
@@ -120,3 +120,49 @@ def account(mechanism: Mechanism, *, delta: float = 1e-5, ks: Sequence[int] = (1
                 progress(f"k={k}, {method}")
             results.append(group_level(mechanism, delta, k, method, conversion, orders, profile))
     return results
+
+
+def account_plan(plan: Plan, *, delta: float, accountants: Sequence[str] = ("rdp",),
+                 ks: Sequence[int] | None = None, methods: Sequence[str] = ("rdp",),
+                 conversion: str = "improved", orders: OrdersSpec = "default",
+                 server_view: bool = True, progress: Progress | None = None) -> list[Guarantee]:
+    """The guarantees an algorithm's plan gives: THE function from a `Plan` to epsilons.
+
+    - a bare mechanism (plan.algorithm "mechanism"): `account` (record and group level);
+    - ULDP-GROUP-k (plan.group_k set): user level is group level for the k records a user keeps
+      (Proposition 1); `ks` defaults to (group_k,), so the first guarantee is Theorem 2's;
+    - the other algorithms: user level directly (Theorems 1 and 3), by each accountant, then,
+      with user sampling and `server_view`, the view of the server that draws the sample
+      (a `KnownParticipation` event: no amplification against it, ULDP-FL Remark 1).
+    The first guarantee with the defaults is what `uldp train` reports for the run.
+    """
+    say = progress or (lambda text: None)
+    if ks is None:
+        ks = (plan.group_k,) if plan.group_k is not None else (1,)
+    if plan.algorithm == "mechanism":
+        return account(plan.mechanism, delta=delta, ks=ks, methods=methods, accountants=accountants,
+                       conversion=conversion, orders=orders, progress=progress)
+    out: list[Guarantee] = []
+    if plan.group_k is None:
+        for accountant in accountants:
+            say(f"{plan.algorithm}, {accountant}")
+            g = record_level(plan.mechanism, delta, accountant, conversion, orders)
+            out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
+        mech = plan.mechanism
+        if server_view and isinstance(mech, SubsampledGaussian) and mech.q < 1:
+            seen = account_event(KnownParticipation(mech.sigma, mech.q, mech.steps), delta, "rdp",
+                                 conversion=conversion, orders=orders)
+            out.append(Guarantee(seen.epsilon, delta, None, "user", "server view", "rdp", conversion,
+                                 seen.order, algorithm=plan.algorithm, note="knows the user sample"))
+        return out
+    for k in dict.fromkeys(ks):
+        if k == 1:
+            for accountant in accountants:
+                g = record_level(plan.mechanism, delta, accountant, conversion, orders)
+                out.append(replace(g, level="user", algorithm=plan.algorithm))
+            continue
+        for method in methods:
+            say(f"{plan.algorithm}, k={k}, {method}")
+            g = group_level(plan.mechanism, delta, k, method, conversion, orders)
+            out.append(replace(g, level="user", algorithm=plan.algorithm))
+    return out

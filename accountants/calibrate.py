@@ -1,21 +1,32 @@
-"""Inverse accounting: the smallest noise, or the most steps, that meet a budget.
+"""Inverse accounting: the smallest noise, the most steps, or the largest rate that meet a budget.
 
 Like dp-accounting's `mechanism_calibration`, this inverts any accounting function by search,
 so every accountant, group method and algorithm preset is calibrated the same way; unlike it,
 the answer is always taken from the side that meets the budget and is re-accounted, so the
 reported epsilon is the guarantee of the returned setting, never an interpolation.
 Epsilon falls with the noise multiplier and grows with the number of steps (both are
-post-processing / composition facts), which is what makes a bisection correct here.
+post-processing / composition facts) and with the sampling rate (sampling at q is sampling at
+q' >= q then sub-sampling), which is what makes a bisection correct here.
+
+`calibrate` searches any one scalar of any accounting function; `calibrate_event` any scalar of
+any event against any accountant of the registry.
 """
 from __future__ import annotations
 
 from uldp.errors import InvalidParameter, UnreachableBudget
 import math
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
+
+from .events import Event
 
 SIGMA_RANGE = (0.05, 1e4)
 MAX_STEPS = 10**9
+#: The smallest sampling rate `calibrate_rate` looks at.
+MIN_RATE = 1e-12
+#: The scalars `calibrate` can search: how epsilon moves with each.
+SCALARS = {"sigma": "continuous, epsilon decreasing", "steps": "integer, epsilon increasing",
+           "rounds": "integer, epsilon increasing", "q": "continuous in (0, 1], epsilon increasing"}
 
 
 class NoStepFits(UnreachableBudget):
@@ -29,36 +40,90 @@ class Calibration:
     evaluations: int
 
 
+def calibrate(epsilon_of: Callable[[float], float], budget: float, scalar: str = "sigma",
+              **search) -> Calibration:
+    """The value of `scalar` that meets `budget` with the least privacy cost left on the table.
+
+    sigma: the smallest noise multiplier (`calibrate_sigma`); steps or rounds: the largest count
+    (`calibrate_steps`); q: the largest sampling rate (`calibrate_rate`). In every case the
+    returned value is re-accounted and its epsilon is at most `budget`: never overshooting.
+    `search` goes to the search (tolerance, range, start, progress).
+    """
+    if scalar == "sigma":
+        return calibrate_sigma(epsilon_of, budget, **search)
+    if scalar in ("steps", "rounds"):
+        return calibrate_steps(epsilon_of, budget, **search)
+    if scalar == "q":
+        return calibrate_rate(epsilon_of, budget, **search)
+    raise InvalidParameter(f"can calibrate one of {', '.join(SCALARS)}, got {scalar!r}")
+
+
+def calibrate_event(build: Callable[[Any], Event], budget: float, delta: float, scalar: str = "sigma",
+                    *, accountant: str = "rdp", search: dict | None = None, **options) -> Calibration:
+    """`calibrate` over the events `build(value)` accounted by `accountant` at `delta`.
+
+    options: the accountant's (conversion, orders, group_method).
+    """
+    from .registry import account_event
+
+    def epsilon_of(value: float) -> float:
+        return account_event(build(value), delta, accountant, **options).epsilon
+
+    return calibrate(epsilon_of, budget, scalar, **(search or {}))
+
+
+def most_rounds(build: Callable[[int], Event], budget: float, delta: float, *,
+                accountant: str = "rdp", **options) -> int:
+    """The most rounds (or steps) whose event `build(rounds)` stays within `budget`; 0 if none."""
+    try:
+        return int(calibrate_event(build, budget, delta, "rounds", accountant=accountant, **options).value)
+    except NoStepFits:
+        return 0
+
+
 def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
                     rel_tol: float = 1e-4, sigma_range: tuple[float, float] = SIGMA_RANGE,
                     progress: Callable[[int], None] | None = None) -> Calibration:
     """The smallest sigma (to `rel_tol`, rounded up) with epsilon_of(sigma) <= budget."""
-    if not budget > 0:
-        raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
-    calls = 0
-
-    def eps(sigma: float) -> float:
-        nonlocal calls
-        calls += 1
-        if progress:
-            progress(calls)
-        return epsilon_of(sigma)
-
+    eps = _Counted(epsilon_of, budget, progress)
     lo, hi = _bracket_sigma(eps, budget, sigma_range)
     if lo is None:
-        return Calibration(hi, epsilon_of(hi), calls + 1)
-    # Bisect on log sigma; `hi` always meets the budget.
-    while hi / lo > 1 + rel_tol:
-        mid = math.sqrt(lo * hi)
+        return Calibration(hi, epsilon_of(hi), eps.calls + 1)
+    return _settle(eps, budget, good=hi, bad=lo, rel_tol=rel_tol, to_safe_side=_round_up)
+
+
+class _Counted:
+    """epsilon_of, counting its calls (reported to `progress`), for a budget checked > 0."""
+
+    def __init__(self, epsilon_of: Callable[[float], float], budget: float,
+                 progress: Callable[[int], None] | None) -> None:
+        if not budget > 0:
+            raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
+        self.epsilon_of, self.progress, self.calls = epsilon_of, progress, 0
+
+    def __call__(self, value: float) -> float:
+        self.calls += 1
+        if self.progress:
+            self.progress(self.calls)
+        return self.epsilon_of(value)
+
+
+def _settle(eps: _Counted, budget: float, *, good: float, bad: float, rel_tol: float,
+            to_safe_side: Callable[[float], float]) -> Calibration:
+    """Bisect on the log scale between a value that meets the budget (`good`) and one that does
+    not, until they are within a factor 1 + rel_tol; then round `good` to 4 significant digits
+    towards the safe side (more noise, a smaller rate) and re-account it."""
+    while max(good, bad) / min(good, bad) > 1 + rel_tol:
+        mid = math.sqrt(good * bad)
         if eps(mid) <= budget:
-            hi = mid
+            good = mid
         else:
-            lo = mid
-    sigma = _round_up(hi)
-    final = epsilon_of(sigma)
-    if final > budget:  # rounding up cannot raise epsilon; this guards the monotonicity assumption
-        sigma, final = hi, epsilon_of(hi)
-    return Calibration(sigma, final, calls + 1)
+            bad = mid
+    value = to_safe_side(good)
+    final = eps.epsilon_of(value)
+    if final > budget:  # rounding to the safe side cannot raise epsilon; this guards monotonicity
+        value, final = good, eps.epsilon_of(good)
+    return Calibration(value, final, eps.calls + 1)
 
 
 def _bracket_sigma(eps: Callable[[float], float], budget: float,
@@ -153,6 +218,27 @@ def _bracket_steps(eps: Callable[[int], float], budget: float, max_steps: int,
         if eps(bad) > budget:
             return good, bad
         good, bad = bad, bad * 2
+
+
+def calibrate_rate(epsilon_of: Callable[[float], float], budget: float, *, rel_tol: float = 1e-4,
+                   min_rate: float = MIN_RATE, progress: Callable[[int], None] | None = None) -> Calibration:
+    """The largest sampling rate q in (0, 1] (to `rel_tol`, rounded down) with epsilon_of(q) <= budget."""
+    eps = _Counted(epsilon_of, budget, progress)
+    if eps(1.0) <= budget:
+        return Calibration(1.0, epsilon_of(1.0), eps.calls + 1)
+    hi, lo = 1.0, 0.5  # hi always over the budget
+    while eps(lo) > budget:
+        hi, lo = lo, lo / 2
+        if lo < min_rate:
+            raise UnreachableBudget(f"no sampling rate down to {min_rate:g} meets epsilon {budget:g}; "
+                                    "raise the budget or sigma, or lower the steps")
+    return _settle(eps, budget, good=lo, bad=hi, rel_tol=rel_tol, to_safe_side=_round_down)
+
+
+def _round_down(x: float, digits: int = 4) -> float:
+    """x rounded down to `digits` significant digits (a smaller rate is always safe)."""
+    scale = 10 ** (digits - 1 - math.floor(math.log10(x)))
+    return math.floor(x * scale) / scale
 
 
 def _round_up(x: float, digits: int = 4) -> float:

@@ -17,8 +17,9 @@ shifts far from 0 break it). tests/accountants/test_dropout.py checks by quadrat
 replace pair's Renyi divergence never exceeds the accounted one; that check covers the RDP
 accountant only. For pld/prv there is no proof here: the same file composes the replace pair's
 PLD with dp-accounting in a few settings and checks the printed pld epsilon is above it.
-`DropoutRound` gives the noise multipliers in units of that sensitivity; `dropout_epsilon` turns
-one into epsilon.
+`DropoutRound` gives the noise multipliers in units of that sensitivity (this module: the
+algebra); `accountants.dropout_accounting` turns one into epsilon, and
+`accountants.dropout_report` tabulates both for the CLI.
 
 Three noise multipliers matter per round, with n_ref = n (Algorithm 2) or n_0 (Algorithm 3):
 
@@ -38,39 +39,24 @@ line 11, Algorithm 3 line 16), so it knows in which rounds the user took part: a
 is K ~ Bin(T, q) plain Gaussian rounds of multiplier m, K known. Its RDP is exactly
 T/(alpha-1) ln(1 - q + q e^{(alpha-1) alpha / (2 m^2)}) (the Renyi moment of a mixture over the
 observed K; the untrusted formula of accountants/personalized.py with one Gaussian step), and its
-delta(eps) is exactly E_K[delta_Gauss(eps; sqrt(K)/m)] (`server_epsilon`). Only observers who do
+delta(eps) is exactly E_K[delta_Gauss(eps; sqrt(K)/m)] (`accountants.participation`). Only observers who do
 not know U^t (outsiders who see the released models) get the Poisson-subsampled figure.
 
 A coalition of surviving participants of weight k knows its own noise shares: against the
 released model it sees the other survivors' noise only, multiplier z sqrt((n'-k)/n') calibrated,
 z sqrt((n'-k)/n_ref) without calibration (`DropoutRound.coalition_multiplier`); in Algorithm 3 it
-also learns who was sampled, so it is accounted like the server (`server_epsilon`).
+also learns who was sampled, so it is accounted like the server
+(`dropout_accounting.server_epsilon`).
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable, Sequence
+from typing import Sequence
 
 import numpy as np
 
-from scipy.special import log_ndtr, ndtr
-
-from .account import record_level
-from .calibrate import most_steps
-from .composition import rdp_epsilon
-from .mechanism import SubsampledGaussian
-from .participation import known_participation_epsilon
-
-#: How the paper accounted Table 2: TF-Privacy's RDP accountant (§VI), i.e. its legacy order
-#: list and the classic RDP-to-DP conversion eps = rho + log(1/delta)/(alpha - 1).
-PAPER_ACCOUNTING = {"accountant": "rdp", "conversion": "classic", "orders": "tf-privacy"}
-
-#: Participation counts K whose upper tail is lighter than this get delta 1 in
-#: `known_participation_delta`: a bound that costs nothing at any delta worth asking for.
-TAIL_MASS = 1e-20
+from uldp.errors import InvalidParameter
 
 
 def participant_weights(examples: Sequence[int], n_max: int) -> np.ndarray:
@@ -181,160 +167,6 @@ def weighted_round(weights: Sequence[float], dropout: float,
                          "(Algorithm 3 line 17 checks n_0 <= sum of weights)")
     return DropoutRound(n, surviving_weight_sum(weights, dropout),
                         n if min_weight_sum is None else float(min_weight_sum))
-
-
-def dropout_epsilon(multiplier: float, q: float, rounds: int, delta: float, *, accountant: str = "rdp",
-                    conversion: str = "improved", orders="default") -> float:
-    """Epsilon after `rounds` rounds, each a Poisson-subsampled Gaussian with this multiplier."""
-    if accountant == "rdp":  # cached one-round curve: tables and searches reuse it
-        return rdp_epsilon([(multiplier, q, rounds)], delta, conversion, orders)
-    mechanism = SubsampledGaussian(multiplier, q, rounds)
-    return record_level(mechanism, delta, accountant, conversion, orders).epsilon
-
-
-def max_rounds(multiplier: float, q: float, budget: float, delta: float, *, accountant: str = "rdp",
-               conversion: str = "improved", orders="default") -> int:
-    """The most rounds whose epsilon stays within `budget` (0 when even one round exceeds it)."""
-    def epsilon_of(rounds: int) -> float:
-        return dropout_epsilon(multiplier, q, rounds, delta, accountant=accountant,
-                               conversion=conversion, orders=orders)
-    return most_steps(epsilon_of, budget)
-
-
-def gaussian_delta(eps: float, mu: np.ndarray) -> np.ndarray:
-    """delta(eps) of a Gaussian pair at distance mu (multiplier 1/mu): Balle & Wang 2018, Thm. 8.
-
-    Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2); 0 at mu = 0.
-    """
-    mu = np.asarray(mu, dtype=float)
-    safe = np.where(mu > 0, mu, 1.0)
-    value = ndtr(-eps / safe + safe / 2) - np.exp(eps + log_ndtr(-eps / safe - safe / 2))
-    return np.where(mu > 0, np.maximum(value, 0.0), 0.0)
-
-
-def known_participation_delta(eps: float, multiplier: float, q: float, rounds: int) -> float:
-    """Exact delta(eps) against an observer who knows the participation count K ~ Bin(T, q).
-
-    Given K = k the view is k Gaussian rounds, i.e. one Gaussian at distance sqrt(k)/m, and the
-    observed K splits the outputs, so delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)]. K beyond a
-    point whose upper tail has mass below 1e-20 are counted with delta 1 (an upper bound).
-    """
-    from scipy.stats import binom  # scipy.stats costs 0.4 s of start-up; only this path needs it
-
-    _check_round(multiplier, q, rounds)
-    top = rounds if q == 1.0 else int(min(rounds, binom.isf(TAIL_MASS, rounds, q) + 1))
-    ks = np.arange(top + 1)
-    weights = binom.pmf(ks, rounds, q)
-    tail = 0.0 if top >= rounds else float(binom.sf(top, rounds, q))
-    return float(np.sum(weights * gaussian_delta(eps, np.sqrt(ks) / multiplier)) + tail)
-
-
-def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, *, accountant: str = "rdp",
-                   conversion: str = "improved", orders="default") -> float:
-    """Epsilon after `rounds` rounds against the server, which draws the sample U^t itself.
-
-    accountant "rdp": `known_participation_rdp` with the chosen conversion and orders (a bound);
-    "pld" / "prv": the exact `known_participation_delta`, inverted by bisection (the upper end is
-    returned, so the figure is never below the exact epsilon).
-    """
-    if not 0 < delta < 1:
-        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
-    if accountant == "rdp":
-        return known_participation_epsilon(multiplier, q, rounds, delta, conversion=conversion,
-                                           orders=orders).epsilon
-    if accountant not in ("pld", "prv"):
-        raise InvalidParameter(f"accountant must be one of rdp, pld, prv, got {accountant!r}")
-
-    def excess(eps: float) -> float:
-        return known_participation_delta(eps, multiplier, q, rounds) - delta
-
-    if excess(0.0) <= 0:
-        return 0.0
-    lo, hi = 0.0, 1.0
-    while excess(hi) > 0:
-        lo, hi = hi, 2.0 * hi
-    while hi - lo > 1e-10 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if excess(mid) > 0:
-            lo = mid
-        else:
-            hi = mid
-    return hi
-
-
-def server_max_rounds(multiplier: float, q: float, budget: float, delta: float, *, accountant: str = "rdp",
-                      conversion: str = "improved", orders="default") -> int:
-    """The most rounds whose `server_epsilon` stays within `budget` (0 when one round exceeds it)."""
-    def epsilon_of(rounds: int) -> float:
-        return server_epsilon(multiplier, q, rounds, delta, accountant=accountant,
-                              conversion=conversion, orders=orders)
-    return most_steps(epsilon_of, budget)
-
-
-def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rounds: Sequence[int],
-                   budgets: Sequence[float], delta: float, *, accounting: dict, paper: dict | None = None,
-                   coalition: float | None = None,
-                   progress: Callable[[str], None] | None = None) -> tuple[list[dict], list[dict]]:
-    """Epsilon after each round count and the most rounds per budget, per dropout rate, both without
-    and with calibration.
-
-    Returns (results, limits): one entry per (dropout, rounds | budget, calibrated) with the
-    multiplier of the released model and its `epsilon` / `max_rounds` (Poisson-subsampled: an
-    observer who does not know U^t), the server's view (`server_multiplier`, `server_epsilon` /
-    `server_max_rounds`: no amplification, the server draws U^t; the calibration messages exist
-    only when calibrating), given `paper` accounting, `paper_epsilon` / `paper_max_rounds`, and
-    given a `coalition` weight k, what surviving participants of that weight see
-    (`coalition_multiplier`, `coalition_epsilon` / `coalition_max_rounds`), accounted like the
-    server: in Algorithm 3 they know U^t, and the known-participation figure bounds the other case
-    too (forgetting K is post-processing).
-    """
-    accountings = {"ours": accounting, **({"paper": paper} if paper else {})}
-
-    @lru_cache(maxsize=None)
-    def eps(multiplier: float, t: int, which: str) -> float:
-        return dropout_epsilon(multiplier, q, t, delta, **accountings[which])
-
-    @lru_cache(maxsize=None)
-    def most(multiplier: float, budget: float, which: str) -> int:
-        return max_rounds(multiplier, q, budget, delta, **accountings[which])
-
-    @lru_cache(maxsize=None)
-    def server_eps(multiplier: float, t: int) -> float:
-        return server_epsilon(multiplier, q, t, delta, **accounting)
-
-    @lru_cache(maxsize=None)
-    def server_most(multiplier: float, budget: float) -> int:
-        return server_max_rounds(multiplier, q, budget, delta, **accounting)
-
-    results: list[dict] = []
-    limits: list[dict] = []
-    for dropout, rd in scenarios.items():
-        if progress:
-            progress(f"dropout {dropout:g}")
-        for calibrated in (False, True):
-            m = rd.calibrated_multiplier(z) if calibrated else rd.uncalibrated_multiplier(z)
-            server = rd.server_view_multiplier(z) if calibrated else m
-            colluding = None if coalition is None else rd.coalition_multiplier(z, coalition, calibrated)
-
-            def entry(key: str, value: float, released: Callable, seen: Callable, name: str) -> dict:
-                """One result (name "epsilon", per round count) or limit ("max_rounds", per budget)."""
-                out = {"dropout": dropout, key: value, "calibrated": calibrated, "multiplier": m,
-                       name: released(m, value, "ours"), "server_multiplier": server,
-                       f"server_{name}": seen(server, value)}
-                if paper:
-                    out[f"paper_{name}"] = released(m, value, "paper")
-                if colluding is not None:
-                    out["coalition_multiplier"] = colluding
-                    out[f"coalition_{name}"] = seen(colluding, value)
-                return out
-
-            results += [entry("rounds", t, eps, server_eps, "epsilon") for t in rounds]
-            limits += [entry("budget", b, most, server_most, "max_rounds") for b in budgets]
-    return results, limits
-
-
-def _check_round(multiplier: float, q: float, rounds: int) -> None:
-    SubsampledGaussian(multiplier, q, rounds)  # the same checks as the released-model accounting
 
 
 def _check_dropout(dropout: float) -> None:

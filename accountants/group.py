@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .conversion import epsilon_curve, rdp_to_dp
-from .orders import DEFAULT_ORDERS, best_over_stages, resolve_orders
+from .orders import DEFAULT_ORDERS, Orders, OrdersSpec
 from .profile import RdpProfile
 from .rdp import MAX_EXACT_ORDER
 
@@ -40,7 +40,7 @@ def doubling_exponent(k: int) -> int:
     return (k - 1).bit_length()
 
 
-def lemma6_orders(orders_spec, c: int) -> tuple[np.ndarray, np.ndarray]:
+def lemma6_orders(orders_spec: OrdersSpec, c: int) -> tuple[np.ndarray, np.ndarray]:
     """(base orders alpha, group orders alpha / 2^c) with alpha >= 2^(c+1) as Lemma 6 requires.
 
     With the default set we place the group orders on the dense grid itself (alpha = 2^c beta),
@@ -49,19 +49,20 @@ def lemma6_orders(orders_spec, c: int) -> tuple[np.ndarray, np.ndarray]:
     published Fig. 2 values for k >= 16 came from such orders).
     """
     scale = float(2**c)
-    if isinstance(orders_spec, str) and orders_spec == "default":
+    orders = Orders.parse(orders_spec)
+    if orders.preset == "default":
         # Base orders above MAX_EXACT_ORDER would only get the plain Gaussian RDP, and the
         # 3^c factor keeps the optimal group order small, so the grid stops there.
         beta = DEFAULT_ORDERS[(DEFAULT_ORDERS >= 2.0) & (DEFAULT_ORDERS * scale <= MAX_EXACT_ORDER)]
         if beta.size == 0:
             beta = DEFAULT_ORDERS[DEFAULT_ORDERS >= 2.0][:16]
         return beta * scale, beta
-    base = resolve_orders(orders_spec)
+    base = orders.grid
     base = base[base >= 2.0 * scale]
     return base, base / scale
 
 
-def rdp_group(profile: RdpProfile, k: int, log_delta: float, orders_spec="default",
+def rdp_group(profile: RdpProfile, k: int, log_delta: float, orders_spec: OrdersSpec = "default",
               conversion: str = "improved") -> GroupBound:
     """Group-k epsilon by Lemma 6 then Lemma 2 (Theorem 2's expression for ULDP-GROUP-k)."""
     c = doubling_exponent(k)
@@ -69,14 +70,14 @@ def rdp_group(profile: RdpProfile, k: int, log_delta: float, orders_spec="defaul
     if base.size == 0:
         return GroupBound(math.inf, None, None, 2**c,
                           note=f"no order >= {2 ** (c + 1)} in the order set (Lemma 6 needs alpha >= 2^(c+1))")
-    conv = best_over_stages(beta, orders_spec, lambda stage: rdp_to_dp(
-        stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion))
+    conv = Orders.parse(orders_spec).best(lambda stage: rdp_to_dp(
+        stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion), grid=beta)
     base_order = None if conv.order is None else conv.order * 2**c
     note = "" if k == 2**c else f"k={k} accounted as a group of {2 ** c} (next power of two)"
     return GroupBound(conv.epsilon, conv.order, base_order, 2**c, note=note)
 
 
-def normal_group(profile: RdpProfile, k: int, log_delta: float, orders_spec="default",
+def normal_group(profile: RdpProfile, k: int, log_delta: float, orders_spec: OrdersSpec = "default",
                  conversion: str = "improved") -> GroupBound:
     """Group-k epsilon by Lemma 5 on the RDP guarantee, with delta' searched in log space.
 
@@ -86,9 +87,8 @@ def normal_group(profile: RdpProfile, k: int, log_delta: float, orders_spec="def
     log grid for the largest feasible point and then bisect towards its infeasible neighbour,
     always keeping a feasible end (the returned bound is checked feasible, never interpolated).
     """
-    full = resolve_orders(orders_spec)
-    return best_over_stages(full, orders_spec,
-                            lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion))
+    return Orders.parse(orders_spec).best(
+        lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion))
 
 
 def _normal_group_at(profile: RdpProfile, k: int, log_delta: float, orders: np.ndarray,

@@ -34,9 +34,9 @@ from dataclasses import dataclass, replace
 from typing import Callable, Sequence
 
 from .account import record_level
-from .calibrate import calibrate_sigma, most_steps
-from .composition import rdp_epsilon
-from .mechanism import SubsampledGaussian
+from .calibrate import calibrate, most_rounds
+from .events import Composed, SubsampledGaussian
+from .registry import account_event
 from .subject import subject_sampling_rate
 
 ACCOUNTANTS = ("rdp", "pld")
@@ -84,21 +84,25 @@ def federation_composition(run: FederationRun, holding: Sequence[int]) -> Compos
     return tuple((rate, n * run.rounds * run.local_steps) for rate, n in sorted(counts.items(), reverse=True))
 
 
+def composition_event(composition: Composition, sigma: float) -> Composed | None:
+    """The release of a composition: one sub-sampled Gaussian per (rate, steps) part with steps;
+    None when no part takes a step (nothing is released)."""
+    parts = tuple(SubsampledGaussian(sigma, rate, steps) for rate, steps in composition if steps > 0)
+    return Composed(parts) if parts else None
+
+
 def composed_epsilon(composition: Composition, sigma: float, delta: float, *, accountant: str = "rdp",
                      conversion: str = "improved", orders="default") -> float:
-    """Epsilon of the sequential composition of Poisson-subsampled Gaussians (rate, steps)."""
-    if accountant not in ACCOUNTANTS:
-        raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
-    parts = [(rate, steps) for rate, steps in composition if steps > 0]
-    if not parts:
-        return 0.0
-    if accountant == "pld":  # one holder gives exactly `uldp account --accountant pld`
-        from .pld import pld_epsilon_composed
+    """Epsilon of the sequential composition of Poisson-subsampled Gaussians (rate, steps).
 
-        return pld_epsilon_composed([SubsampledGaussian(sigma, rate, steps) for rate, steps in parts],
-                                    delta)
-    # Lemma 1: the RDP curves of the holders' mechanisms add up
-    return rdp_epsilon([(sigma, rate, steps) for rate, steps in parts], delta, conversion, orders)
+    RDP: the holders' curves add (Lemma 1); PLD: one PLD of the composed events, which for one
+    holder is exactly `uldp account --accountant pld`.
+    """
+    _check_accountant(accountant)
+    event = composition_event(composition, sigma)
+    if event is None:
+        return 0.0
+    return account_event(event, delta, accountant, conversion=conversion, orders=orders).epsilon
 
 
 @dataclass(frozen=True)
@@ -124,11 +128,9 @@ def max_rounds(run: FederationRun, holding: Sequence[int], budget: float, delta:
                federation: bool = True, **accounting) -> int:
     """The most rounds whose local (or federation-wide) epsilon stays within `budget`; 0 if none."""
     compose = federation_composition if federation else local_composition
-
-    def epsilon_of(rounds: int) -> float:
-        return composed_epsilon(compose(run.with_rounds(rounds), holding), run.sigma, delta, **accounting)
-
-    return most_steps(epsilon_of, budget)
+    _check_accountant(accounting.get("accountant", "rdp"))
+    return most_rounds(lambda rounds: composition_event(compose(run.with_rounds(rounds), holding), run.sigma),
+                       budget, delta, **accounting)
 
 
 @dataclass(frozen=True)
@@ -188,8 +190,14 @@ def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, ac
         return record_level(SubsampledGaussian(sigma, q, steps), item_delta, accountant, conversion,
                             orders).epsilon
 
-    found = calibrate_sigma(epsilon_of, item_eps)
+    found = calibrate(epsilon_of, item_eps, "sigma")
     return GroupNoise(z, found.value, item_eps, item_delta, found.epsilon)
+
+
+def _check_accountant(accountant: str) -> None:
+    """Only accountants that compose holders' runs (prv accounts one run at a time)."""
+    if accountant not in ACCOUNTANTS:
+        raise InvalidParameter(f"accountant must be one of {', '.join(ACCOUNTANTS)}, got {accountant!r}")
 
 
 def _check_holding(run: FederationRun, holding: Sequence[int]) -> None:

@@ -2,15 +2,27 @@
 
 The epsilon obtained from RDP is a minimum over the orders tried, so a set
 that is too coarse gives a valid but loose bound; it never gives an invalid one.
+`Orders` is the one description of such a set: a preset name or an explicit list.
 """
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
-from typing import Callable, TypeVar
+from dataclasses import dataclass
+from typing import Callable, Protocol, Sequence, TypeVar, Union
 
 import numpy as np
 
-T = TypeVar("T")
+from uldp.errors import InvalidParameter
+
+
+
+class _AtAnOrder(Protocol):
+    """A result reached at one order (None: no order gave a finite bound)."""
+
+    @property
+    def order(self) -> float | None: ...
+
+
+T = TypeVar("T", bound=_AtAnOrder)
 
 #: The legacy TF-Privacy / Opacus set: [1 + x/10 for x in 1..99] + 12..63.
 TF_PRIVACY_ORDERS: np.ndarray = np.array(
@@ -41,49 +53,90 @@ PRESETS = {"default": DEFAULT_ORDERS, "tf-privacy": TF_PRIVACY_ORDERS}
 FIRST_STAGE_MAX_ORDER = 256.0
 
 
-def resolve_orders(spec: str | list[float] | tuple[float, ...] | np.ndarray) -> np.ndarray:
+@dataclass(frozen=True)
+class Orders:
+    """A set of orders > 1: a preset (`default`, `tf-privacy`) or an explicit sorted list.
+
+    `text` is the spelling it was given in (what the CLI echoes back); `values` is empty for a
+    preset, whose grid is the module-level array itself.
+    """
+
+    text: str
+    preset: str | None = None
+    values: tuple[float, ...] = ()
+
+    @classmethod
+    def parse(cls, spec: "OrdersSpec") -> "Orders":
+        """A preset name, a comma list, a sequence of numbers, or an `Orders` (returned as is)."""
+        if isinstance(spec, Orders):
+            return spec
+        if isinstance(spec, str):
+            if spec in PRESETS:
+                return cls(spec, spec)
+            try:
+                values = [float(x) for x in spec.split(",") if x.strip()]
+            except ValueError:
+                raise InvalidParameter(
+                    f"orders must be one of {', '.join(PRESETS)} or a comma list of numbers > 1, got {spec!r}"
+                ) from None
+            text = spec
+        else:
+            values = [float(x) for x in spec]
+            text = ",".join(f"{v:g}" for v in values)
+        grid = np.unique(np.asarray(values, dtype=float))
+        if grid.size == 0 or not np.all(np.isfinite(grid)) or np.any(grid <= 1):
+            raise InvalidParameter(f"orders must be numbers > 1, got {spec!r}")
+        return cls(text, None, tuple(grid.tolist()))
+
+    @property
+    def grid(self) -> np.ndarray:
+        """Every order of the set, sorted (a preset's shared array: do not write to it)."""
+        if self.preset is not None:
+            return PRESETS[self.preset]
+        return np.asarray(self.values, dtype=float)
+
+    @property
+    def label(self) -> str:
+        """A short human label, for the assumptions block."""
+        grid = self.grid
+        name = self.preset if self.preset is not None else "custom"
+        return f"{name} ({grid.size} orders, {grid[0]:g}..{grid[-1]:g})"
+
+    def stages(self, grid: np.ndarray | None = None) -> list[np.ndarray]:
+        """Order sets to try in turn: the next only when the best order is the previous's largest.
+
+        `grid` (default: the whole set) is the array staged, for callers that map the orders
+        (Lemma 6's alpha / 2^c); only the default preset is split, at FIRST_STAGE_MAX_ORDER.
+        """
+        grid = self.grid if grid is None else grid
+        if self.preset == "default":
+            first = grid[grid <= FIRST_STAGE_MAX_ORDER]
+            if 0 < first.size < grid.size:
+                return [first, grid]
+        return [grid]
+
+    def best(self, best_at: Callable[[np.ndarray], T], grid: np.ndarray | None = None) -> T:
+        """`best_at(stage)` (a result with an `.order`) for each of `stages` in turn, stopping at
+        the first stage whose best order is inside it rather than at its largest order."""
+        stages = self.stages(grid)
+        for stage in stages[:-1]:
+            result = best_at(stage)
+            if result.order is not None and result.order != stage[-1]:
+                return result
+        return best_at(stages[-1])
+
+    def __str__(self) -> str:
+        return self.text
+
+
+OrdersSpec = Union[str, Sequence[float], np.ndarray, Orders]
+
+
+def resolve_orders(spec: OrdersSpec) -> np.ndarray:
     """Turn a preset name, a comma list or a sequence into a sorted array of orders > 1."""
-    if isinstance(spec, str):
-        if spec in PRESETS:
-            return PRESETS[spec]
-        try:
-            values = [float(x) for x in spec.split(",") if x.strip()]
-        except ValueError:
-            raise InvalidParameter(
-                f"orders must be one of {', '.join(PRESETS)} or a comma list of numbers > 1, got {spec!r}"
-            ) from None
-    else:
-        values = [float(x) for x in spec]
-    orders = np.unique(np.asarray(values, dtype=float))
-    if orders.size == 0 or not np.all(np.isfinite(orders)) or np.any(orders <= 1):
-        raise InvalidParameter(f"orders must be numbers > 1, got {spec!r}")
-    return orders
+    return Orders.parse(spec).grid
 
 
-def orders_label(spec: str | list[float] | tuple[float, ...] | np.ndarray) -> str:
+def orders_label(spec: OrdersSpec) -> str:
     """A short human label for an order set, for the assumptions block."""
-    if isinstance(spec, str) and spec in PRESETS:
-        arr = PRESETS[spec]
-        return f"{spec} ({arr.size} orders, {arr[0]:g}..{arr[-1]:g})"
-    arr = resolve_orders(spec)
-    return f"custom ({arr.size} orders, {arr[0]:g}..{arr[-1]:g})"
-
-
-def best_over_stages(orders: np.ndarray, spec, best_at: Callable[[np.ndarray], T]) -> T:
-    """`best_at(stage)` (a result with an `.order`) for each of `order_stages` in turn, stopping
-    at the first stage whose best order is inside it rather than at its largest order."""
-    result = None
-    for stage in order_stages(orders, spec):
-        result = best_at(stage)
-        if result.order is not None and result.order != stage[-1]:
-            break
-    return result
-
-
-def order_stages(orders: np.ndarray, spec) -> list[np.ndarray]:
-    """Order sets to try in turn: the next is used only when the best order is the previous's largest."""
-    if isinstance(spec, str) and spec == "default":
-        first = orders[orders <= FIRST_STAGE_MAX_ORDER]
-        if 0 < first.size < orders.size:
-            return [first, orders]
-    return [orders]
+    return Orders.parse(spec).label

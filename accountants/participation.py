@@ -13,6 +13,12 @@ of "user in the round" and "user not in the round", round by round, then composi
 
 It is the same formula as rPDP-FL's untrusted-clients model (slides ch. 3 II) with tau rho the
 Gaussian's alpha / (2 sigma^2), and it is never smaller than the sub-sampled Gaussian's RDP.
+
+The same view has an exact privacy profile (`known_participation_delta`): given K = k the view is
+one Gaussian at distance sqrt(k) / sigma, and the observed K splits the outputs, so
+delta(eps) = E_K[delta_Gauss(eps; sqrt(K) / sigma)] (Balle & Wang 2018, Thm. 8, per K). The
+tight accountants (pld, prv) account `KnownParticipation` events with it
+(`known_participation_exact_epsilon`).
 """
 from __future__ import annotations
 
@@ -21,8 +27,14 @@ import math
 
 import numpy as np
 
-from .conversion import Conversion, rdp_to_dp
-from .orders import best_over_stages, resolve_orders
+from scipy.special import log_ndtr, ndtr
+
+from .conversion import Conversion
+from .events import KnownParticipation
+
+#: Participation counts K whose upper tail is lighter than this get delta 1 in
+#: `known_participation_delta`: a bound that costs nothing at any delta worth asking for.
+TAIL_MASS = 1e-20
 
 
 def known_participation_rdp(orders: np.ndarray, sigma: float, q: float, rounds: int) -> np.ndarray:
@@ -52,8 +64,62 @@ def log_poisson_mixture(rate: float, x: np.ndarray) -> np.ndarray:
 def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: float, *,
                                 conversion: str = "improved",
                                 orders: str | np.ndarray = "default") -> Conversion:
-    """Epsilon at `delta` for an observer who knows the rounds the user took part in."""
+    """Epsilon at `delta` for an observer who knows the rounds the user took part in (RDP)."""
+    from .registry import account_event
+
+    found = account_event(KnownParticipation(sigma, q, rounds), delta, "rdp", conversion=conversion,
+                          orders=orders)
+    return Conversion(found.epsilon, found.order)
+
+
+def gaussian_delta(eps: float, mu: np.ndarray) -> np.ndarray:
+    """delta(eps) of a Gaussian pair at distance mu (multiplier 1/mu): Balle & Wang 2018, Thm. 8.
+
+    Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2); 0 at mu = 0.
+    """
+    mu = np.asarray(mu, dtype=float)
+    safe = np.where(mu > 0, mu, 1.0)
+    value = ndtr(-eps / safe + safe / 2) - np.exp(eps + log_ndtr(-eps / safe - safe / 2))
+    return np.where(mu > 0, np.maximum(value, 0.0), 0.0)
+
+
+def known_participation_delta(eps: float, multiplier: float, q: float, rounds: int) -> float:
+    """Exact delta(eps) against an observer who knows the participation count K ~ Bin(T, q).
+
+    Given K = k the view is k Gaussian rounds, i.e. one Gaussian at distance sqrt(k)/m, and the
+    observed K splits the outputs, so delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)]. K beyond a
+    point whose upper tail has mass below 1e-20 are counted with delta 1 (an upper bound).
+    """
+    from scipy.stats import binom  # scipy.stats costs 0.4 s of start-up; only this path needs it
+
+    KnownParticipation(multiplier, q, rounds)  # the same checks as the RDP accounting
+    top = rounds if q == 1.0 else int(min(rounds, binom.isf(TAIL_MASS, rounds, q) + 1))
+    ks = np.arange(top + 1)
+    weights = binom.pmf(ks, rounds, q)
+    tail = 0.0 if top >= rounds else float(binom.sf(top, rounds, q))
+    return float(np.sum(weights * gaussian_delta(eps, np.sqrt(ks) / multiplier)) + tail)
+
+
+def known_participation_exact_epsilon(event: KnownParticipation, delta: float) -> float:
+    """The exact `known_participation_delta` inverted by bisection at `delta`.
+
+    The upper end of the bracket is returned, so the figure is never below the exact epsilon.
+    """
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
-    return best_over_stages(resolve_orders(orders), orders, lambda grid: rdp_to_dp(
-        grid, known_participation_rdp(grid, sigma, q, rounds), math.log(delta), conversion))
+
+    def excess(eps: float) -> float:
+        return known_participation_delta(eps, event.sigma, event.q, event.rounds) - delta
+
+    if excess(0.0) <= 0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while excess(hi) > 0:
+        lo, hi = hi, 2.0 * hi
+    while hi - lo > 1e-10 * max(1.0, hi):
+        mid = 0.5 * (lo + hi)
+        if excess(mid) > 0:
+            lo = mid
+        else:
+            hi = mid
+    return hi

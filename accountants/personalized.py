@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .calibrate import Calibration
-from .calibrate import calibrate_sigma as calibrate_noise
+from .calibrate import calibrate
 from .conversion import CONVERSIONS, epsilon_curve
 from .participation import log_poisson_mixture
 from .rdp import subsampled_gaussian_rdp_grid
@@ -215,4 +215,4 @@ def calibrate_sigma(run: RecordSampledFL, delta: float, budget: float, q_cap: fl
         curve = EpsilonCurve(replace(run, sigma=sigma), delta, conversion, orders)
         return float(curve(q_cap)[0])
 
-    return calibrate_noise(epsilon_at_cap, budget)
+    return calibrate(epsilon_at_cap, budget, "sigma")

@@ -24,7 +24,9 @@ from functools import lru_cache
 import numpy as np
 from scipy.special import gammaln, gammasgn, log_ndtr
 
-from .mechanism import Mechanism, SubsampledGaussian, silos_of
+from .events import (Composed, Event, KnownParticipation, Mechanism, ParallelSilos, SubsampledGaussian,
+                     describe, silos_of)
+from .participation import known_participation_rdp
 
 # Orders above this use the Gaussian bound alpha / (2 sigma^2) (sub-sampling can only lower the
 # RDP, so this is a valid upper bound); the binomial sum would need alpha terms per order.
@@ -160,6 +162,25 @@ def mechanism_rdp(mechanism: Mechanism, orders: np.ndarray) -> np.ndarray:
     """RDP curve of a whole run: composition over steps (Lemma 1), maximum over silos (§D.2)."""
     curves = [step_rdp(silo, orders) * silo.steps for silo in silos_of(mechanism)]
     return np.max(np.vstack(curves), axis=0)
+
+
+def event_rdp(event: Event, orders: np.ndarray) -> np.ndarray:
+    """RDP curve of any event that has one: a run (`mechanism_rdp`), a sequential composition
+    (the curves add, Lemma 1) or a known-participation mixture (`accountants.participation`).
+
+    A `Group` has none at these orders (Lemma 6 moves the orders, Lemma 5 leaves RDP); the RDP
+    accountant handles it.
+    """
+    if isinstance(event, Composed):
+        grid = np.asarray(orders, dtype=float)
+        return sum((event_rdp(part, grid) for part in event.events), np.zeros(grid.size))
+    if isinstance(event, KnownParticipation):
+        return known_participation_rdp(orders, event.sigma, event.q, event.rounds)
+    if isinstance(event, SubsampledGaussian):
+        return event.steps * step_rdp(event, orders)
+    if isinstance(event, ParallelSilos):
+        return mechanism_rdp(event, orders)
+    raise InvalidParameter(f"{describe(event)} has no RDP curve at fixed orders")
 
 
 def step_rdp(mechanism: SubsampledGaussian, orders: np.ndarray) -> np.ndarray:

@@ -19,7 +19,8 @@ from typing import Iterable
 
 import numpy as np
 
-DISTRIBUTIONS = ("uniform", "power")
+#: How a subject's items are spread over the members (§4.2); budgets.DISTRIBUTIONS are record budgets.
+ALLOCATIONS = ("uniform", "power")
 
 
 def allocate_items(items: int, members: int, distribution: str = "uniform", alpha: float = 1.0) -> list[int]:
@@ -33,8 +34,8 @@ def allocate_items(items: int, members: int, distribution: str = "uniform", alph
     """
     if items < 1 or members < 1:
         raise InvalidParameter("items and members must be >= 1")
-    if distribution not in DISTRIBUTIONS:
-        raise InvalidParameter(f"distribution must be one of {', '.join(DISTRIBUTIONS)}, got {distribution!r}")
+    if distribution not in ALLOCATIONS:
+        raise InvalidParameter(f"distribution must be one of {', '.join(ALLOCATIONS)}, got {distribution!r}")
     if distribution == "uniform":
         alpha = 1.0
     if not alpha > 0:

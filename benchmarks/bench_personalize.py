@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from uldp.accountants.budgets import sample_budgets  # noqa: E402
 from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
-from uldp.accountants.sampling_rates import METHODS, personalize  # noqa: E402
+from uldp.accountants.personalization import METHODS, personalize  # noqa: E402
 from uldp.cli.machine import describe_machine
 
 PUBLISHED = {"group-3": {"bisect": 1.69, "scf": 13.11}, "group-100": {"bisect": 52.50, "scf": 13.32},

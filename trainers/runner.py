@@ -6,7 +6,7 @@ the task metric (accuracy, ROC-AUC or C-index), the user-level epsilon spent aft
 the elapsed time. The epsilon is computed exactly as `uldp account` does for the same settings:
 `algorithms.plan_algorithm` compiles the algorithm into the mechanism it releases (the registered
 spec's plan, fed the run's settings by the trainer's `plan_params`),
-`accountants.account.record_level` (or `group_level` for ULDP-GROUP-k, k > 1) accounts it.
+`accountants.account.account_plan` accounts it, as `uldp account` does.
 
 Randomness: round t draws everything that protects privacy (user sampling, record sampling,
 shuffles, noise) from generators seeded by (entropy, t), uldp-group's flags from (entropy, 7, 1);
@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from uldp.accountants.account import group_level, record_level
+from uldp.accountants.account import account_plan
 from uldp.accountants.algorithms import Plan
 
 from .algorithms import (Algorithm, Context, SiloData, TrainConfig, get_algorithm, make_algorithm,
@@ -89,9 +89,7 @@ def user_epsilon(plan: Plan | None, delta: float) -> float:
     """User-level epsilon of `plan` at `delta` by RDP, as `uldp account` reports it."""
     if plan is None:
         return math.inf
-    if plan.group_k is not None and plan.group_k > 1:
-        return group_level(plan.mechanism, delta, plan.group_k, "rdp").epsilon
-    return record_level(plan.mechanism, delta).epsilon
+    return account_plan(plan, delta=delta, server_view=False)[0].epsilon
 
 
 def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algorithm) -> str | None:

@@ -16,7 +16,7 @@ from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
 from uldp.accountants.algorithms import Plan
 from uldp.accountants.conversion import CONVERSIONS
 from uldp.accountants.mechanism import SubsampledGaussian
-from uldp.accountants.orders import orders_label, resolve_orders
+from uldp.accountants.orders import Orders
 
 from uldp.trainers.algorithms import plan_algorithm
 
@@ -31,12 +31,10 @@ class OrdersType(click.ParamType):
     def convert(self, value, param, ctx):
         if isinstance(value, (list, tuple)):
             value = ",".join(str(v) for v in value)
-        value = str(value)
         try:
-            resolve_orders(value)
+            return Orders.parse(value if isinstance(value, Orders) else str(value))
         except UldpError as err:
             self.fail(str(err), param, ctx)
-        return value
 
 
 def _expand_all(values: list[str]) -> list[str]:
@@ -140,18 +138,6 @@ def build_plan(algo: str | None, *, sigma: float, q: float | None, steps: int | 
                               local_epochs=local_epochs, k=k)
     except UldpError as err:
         raise click.UsageError(str(err)) from None
-
-
-def common_assumptions(delta: float, conversion: str, orders: str, accountants: list[str]) -> dict:
-    text = {"rdp": "RDP (Mironov et al. 2019, log-space)", "pld": "PLD (dp-accounting, pessimistic)",
-            "prv": "PRV (prv-accountant, upper estimate)"}
-    out = {"delta": f"{delta:g}", "accountant": "; ".join(text[a] for a in accountants)}
-    if "rdp" in accountants:
-        out["conversion"] = ("improved, Lemma 2" if conversion == "improved"
-                             else "classic, eps = rho + log(1/delta)/(alpha-1)")
-        out["orders"] = orders_label(orders)
-    out["bound"] = "every epsilon is an upper bound at this delta"
-    return out
 
 
 method_labels = {

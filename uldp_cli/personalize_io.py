@@ -17,7 +17,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from uldp.accountants.sampling_rates import STATUSES, Personalization, ScfFit
+from uldp.accountants.personalization import STATUSES, Personalization
+from uldp.accountants.rate_search import ScfFit
 
 from .errors import one_line
 from .figures import save_png, subplots

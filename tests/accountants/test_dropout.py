@@ -6,9 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uldp.accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_epsilon, dropout_report, dropped_count,
-                                 known_participation_delta, max_rounds, participant_weights, rate_only_round,
-                                 server_epsilon, server_max_rounds, surviving_weight_sum, weighted_round)
+from uldp.accountants.dropout import (DropoutRound, dropped_count, participant_weights, rate_only_round,
+                                      surviving_weight_sum, weighted_round)
+from uldp.accountants.dropout_accounting import (PAPER_ACCOUNTING, dropout_epsilon, max_rounds, server_epsilon,
+                                                 server_max_rounds)
+from uldp.accountants.dropout_report import dropout_report
+from uldp.accountants.participation import known_participation_delta
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

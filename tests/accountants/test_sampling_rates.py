@@ -7,10 +7,10 @@ from hypothesis import strategies as st
 
 from uldp.accountants.budgets import sample_budgets
 from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
-import uldp.accountants.sampling_rates as sampling_rates
-from uldp.accountants.sampling_rates import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, GRID_RATIO, OK, OVERSPENT,
-                                        POSSIBLY_OVERSPENT, check_budgets, epsilon_table,
-                                        feasible_range, fit_scf, personalize, rate_grid)
+import uldp.accountants.rate_search as sampling_rates
+from uldp.accountants.personalization import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, OK, OVERSPENT, POSSIBLY_OVERSPENT,
+                                             check_budgets, personalize)
+from uldp.accountants.rate_search import GRID_RATIO, epsilon_table, feasible_range, fit_scf, rate_grid
 
 RUNS = {
     "calibrated": RecordSampledFL(12.02, 10, 50, 1.0),  # largest budget 10 at q = 1
@@ -243,7 +243,7 @@ def test_bad_settings(kwargs, message):
 
 
 def test_scf_budgets_the_fit_never_reaches_get_the_smallest_rate(monkeypatch):
-    import uldp.accountants.sampling_rates as rates
+    import uldp.accountants.personalization as rates
 
     floor_at_5 = rates.ScfFit(a=1.0, b=0.0, c=5.0, r2=0.5, qs=np.zeros(0), epsilons=np.zeros(0))
     monkeypatch.setattr(rates, "fit_scf", lambda curve, q_cap, points: floor_at_5)

@@ -3,7 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from uldp.accountants.dropout import dropout_epsilon, rate_only_round, server_epsilon, server_max_rounds, weighted_round
+from uldp.accountants.dropout import rate_only_round, weighted_round
+from uldp.accountants.dropout_accounting import dropout_epsilon, server_epsilon, server_max_rounds
 
 from .invoke import command_runner
 

@@ -1,17 +1,15 @@
 """`uldp account`: the (epsilon, delta) a run gives a record, a group of k records, or a user."""
 from __future__ import annotations
 
-from dataclasses import replace
-
 import click
 
-from uldp.accountants.account import GROUP_METHODS, Guarantee, account, group_level, record_level
+from uldp.accountants.account import GROUP_ACCOUNTING, GROUP_METHODS, Guarantee, account_plan
 from uldp.accountants.algorithms import Plan
-from uldp.accountants.participation import known_participation_epsilon
+from uldp.accountants.assumptions import accounting_assumptions
 
 from ..account_plot import draw_group_plot
-from ..accounting_options import (accounting_options, algorithm_options, build_plan,
-                                  common_assumptions, expand_methods, method_labels)
+from ..accounting_options import (accounting_options, algorithm_options, build_plan, expand_methods,
+                                  method_labels)
 from ..config import config_option
 from ..errors import library_errors
 from ..options import OutputFile, PositiveFloat, Probability, format_option
@@ -57,15 +55,12 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
                         local_epochs=local_epochs, k=group_k if a == "uldp-group" else None)
              for a in (algos or [None])]
     with library_errors(), status(fmt) as update:
-        results = []
-        for plan in plans:
-            results += _account_plan(plan, delta, ks, methods, accountants, conversion, orders, update)
+        results = account(plans, delta=delta, accountants=accountants, ks=ks, methods=methods,
+                          conversion=conversion, orders=orders, progress=update)
     rows = [_row(r) for r in results]
     used = list(dict.fromkeys([*accountants, *(r.accountant for r in results)]))
-    assumptions = common_assumptions(delta, conversion, orders, used)
-    for plan in plans:
-        prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
-        assumptions.update({prefix + key: value for key, value in plan.assumptions.items()})
+    assumptions = accounting_assumptions(plans, delta=delta, accountants=used, conversion=conversion,
+                                         orders=orders).as_dict()
     columns = [c for c in COLUMNS if any(row[c[0]] is not None for row in rows)]
     document = {"command": "account", "assumptions": assumptions,
                 "results": [_json(r) for r in results]}
@@ -76,43 +71,16 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
         title = f"delta = {delta:g}; " + "; ".join(
             f"{plan.algorithm}: {plan.assumptions.get('mechanism', '')}" if len(plans) > 1
             else plan.assumptions.get("mechanism", "") for plan in plans)
-        draw_group_plot(plot, results, {m: method_labels[(m, "pld" if m == "pld" else "rdp")]
+        draw_group_plot(plot, results, {m: method_labels[(m, GROUP_ACCOUNTING[m][0])]
                                         for m in GROUP_METHODS}, title)
         notes.append(f"plot written to {plot}")
     emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document,
          notes=notes)
 
 
-def _account_plan(plan: Plan, delta, ks, methods, accountants, conversion, orders, update) -> list[Guarantee]:
-    if plan.algorithm == "mechanism":
-        return account(plan.mechanism, delta=delta, ks=ks, methods=methods, accountants=accountants,
-                       conversion=conversion, orders=orders, progress=update)
-    out: list[Guarantee] = []
-    if plan.group_k is None:
-        for accountant in accountants:
-            update(f"{plan.algorithm}, {accountant}")
-            g = record_level(plan.mechanism, delta, accountant, conversion, orders)
-            out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
-        mech = plan.mechanism
-        if mech.q < 1:
-            # The server draws the user sample: no amplification against it.
-            seen = known_participation_epsilon(mech.sigma, mech.q, mech.steps, delta,
-                                               conversion=conversion, orders=orders)
-            out.append(Guarantee(seen.epsilon, delta, None, "user", "server view", "rdp", conversion,
-                                 seen.order, algorithm=plan.algorithm,
-                                 note="knows the user sample"))
-        return out
-    for k in dict.fromkeys(ks):
-        if k == 1:
-            for accountant in accountants:
-                g = record_level(plan.mechanism, delta, accountant, conversion, orders)
-                out.append(replace(g, level="user", algorithm=plan.algorithm))
-            continue
-        for method in methods:
-            update(f"{plan.algorithm}, k={k}, {method}")
-            g = group_level(plan.mechanism, delta, k, method, conversion, orders)
-            out.append(replace(g, level="user", algorithm=plan.algorithm))
-    return out
+def account(plans: list[Plan], **options) -> list[Guarantee]:
+    """Every plan's guarantees (`account_plan`), in the order of the plans."""
+    return [g for plan in plans for g in account_plan(plan, **options)]
 
 
 def _bound_label(r: Guarantee) -> str:

@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import click
 
-from uldp.accountants.account import group_level, record_level
-from uldp.accountants.calibrate import calibrate_sigma, calibrate_steps, most_steps
+from uldp.accountants.account import account_plan
+from uldp.accountants.assumptions import accounting_assumptions
+from uldp.accountants.calibrate import calibrate, most_steps
 
-from ..accounting_options import accounting_options, algorithm_options, build_plan, common_assumptions
+from ..accounting_options import accounting_options, algorithm_options, build_plan
 from ..config import config_option
 from ..errors import library_errors
 from ..options import PositiveFloat, Probability, format_option
@@ -50,10 +51,9 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
                           local_epochs=local_epochs, k=group_k)
 
     def epsilon(s: float, t: int, accountant: str = accountant, method: str = method) -> float:
-        mechanism = plan(s, t).mechanism
-        if effective_k == 1:
-            return record_level(mechanism, delta, accountant, conversion, orders).epsilon
-        return group_level(mechanism, delta, effective_k, method, conversion, orders).epsilon
+        return account_plan(plan(s, t), delta=delta, accountants=(accountant,), ks=(effective_k,),
+                            methods=(method,), conversion=conversion, orders=orders,
+                            server_view=False)[0].epsilon
 
     # A PLD group bound uses no RDP: name the accountant that produced the number.
     used = "pld" if effective_k > 1 and method == "pld" else accountant
@@ -69,14 +69,15 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
     plan(sigma or 1.0, length or 1)  # validate the algorithm's options before searching
     with library_errors(), status(fmt, "calibrating") as update:
         if sigma is None:
-            found = calibrate_sigma(lambda s: epsilon(s, length), budget,
-                                    progress=lambda n: update(f"evaluation {n}"))
+            found = calibrate(lambda s: epsilon(s, length), budget, "sigma",
+                              progress=lambda n: update(f"evaluation {n}"))
             sigma_out, steps_out, solved = found.value, length, "sigma"
         else:
-            found = calibrate_steps(lambda t: epsilon(sigma, t), budget,
-                                    start=_rdp_hint(sigma, budget),
-                                    progress=lambda n: update(f"evaluation {n}"))
-            sigma_out, steps_out, solved = sigma, int(found.value), "rounds" if algo else "steps"
+            solved = "rounds" if algo else "steps"
+            found = calibrate(lambda t: epsilon(sigma, t), budget, solved,
+                              start=_rdp_hint(sigma, budget),
+                              progress=lambda n: update(f"evaluation {n}"))
+            sigma_out, steps_out = sigma, int(found.value)
     final = plan(sigma_out, steps_out)
     q_out = q if not algo else (record_q if algo == "uldp-group" else user_q)
     row = {"solved_for": solved, "sigma": sigma_out, "q": q_out,
@@ -88,10 +89,9 @@ def command(budget, q, steps, sigma, delta, k, method, accountant, conversion, o
            "algorithm": algo, "evaluations": found.evaluations}
     if algo:
         row["rounds"] = steps_out
-    assumptions = common_assumptions(delta, conversion, orders, [used])
-    assumptions.update(final.assumptions)
-    if effective_k > 1:
-        assumptions["group"] = f"budget must hold for groups of k = {effective_k} ({method})"
+    group = [("group", f"budget must hold for groups of k = {effective_k} ({method})")] if effective_k > 1 else []
+    assumptions = accounting_assumptions([final], delta=delta, accountants=[used], conversion=conversion,
+                                         orders=orders, extra=group).as_dict()
     emit("uldp calibrate", COLUMNS, [row], fmt, assumptions=assumptions,
          document={"command": "calibrate", "assumptions": assumptions, **row},
          notes=[f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"])

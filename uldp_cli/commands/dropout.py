@@ -6,8 +6,9 @@ import click
 
 from uldp.errors import UldpError
 
-from uldp.accountants.dropout import (PAPER_ACCOUNTING, DropoutRound, dropout_report, participant_weights,
-                                 rate_only_round, weighted_round)
+from uldp.accountants.dropout import DropoutRound, participant_weights, rate_only_round, weighted_round
+from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING
+from uldp.accountants.dropout_report import dropout_report
 from uldp.accountants.orders import orders_label
 
 from ..config import config_option
@@ -15,7 +16,7 @@ from ..errors import library_errors
 from ..options import Interval, PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
 from ..progress import status
 from ..render import emit
-from .mechanism_flags import accounting_label, mechanism_flags
+from .mechanism_flags import accounting_label, mechanism_flags, uses_rdp
 
 SETTINGS = [  # (view, calibrated, label in the table)
     ("released", False, "none, model"),
@@ -209,7 +210,7 @@ def _csv_rows(results, limits, paper, ours, coalition) -> list[dict]:
 
 def _assumptions(z, q, delta, ours, paper, participants, examples, n_max, n0, clip, coalition=None) -> dict:
     server_accounting = ("RDP T/(a-1) ln(1 - q + q e^{(a-1) a/(2 m^2)}), converted as ours"
-                         if ours["accountant"] == "rdp" else
+                         if uses_rdp(ours["accountant"]) else
                          "exact delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)], K ~ Bin(T, q), inverted by "
                          "bisection (no PLD/PRV discretisation needed)")
     out = {
@@ -246,7 +247,7 @@ def _assumptions(z, q, delta, ours, paper, participants, examples, n_max, n0, cl
         "calibration column": ("none / yes = without / with calibration; model = released model "
                                "(outsiders); server = the server's view; coalition = colluding survivors"),
     }
-    if ours["accountant"] == "rdp":
+    if uses_rdp(ours["accountant"]):
         out["orders"] = orders_label(ours["orders"])
     if paper:
         out["accounting (paper)"] = ("as the paper's Table 2: TF-Privacy RDP, classic conversion "

@@ -9,6 +9,8 @@ from typing import Callable, Sequence
 
 import click
 
+from uldp.accountants.registry import accountant_named
+
 from ..accounting_options import conversion_option, delta_option, orders_option
 
 
@@ -28,6 +30,11 @@ def mechanism_flags(accountants: Sequence[str]) -> Callable:
 
 def accounting_label(accountant: str, conversion: str, orders: str) -> str:
     """'rdp, improved conversion, default orders' or 'pld'."""
-    if accountant != "rdp":
+    if not uses_rdp(accountant):
         return accountant
     return f"rdp, {conversion} conversion, {orders} orders"
+
+
+def uses_rdp(accountant: str) -> bool:
+    """Whether the accountant's figures depend on the RDP conversion and orders."""
+    return accountant_named(accountant).converts_rdp

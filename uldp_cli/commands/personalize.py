@@ -13,8 +13,9 @@ from uldp.accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
 from uldp.accountants.conversion import CONVERSIONS
 from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
 from uldp.accountants.personalized import calibrate_sigma as calibrate_noise
-from uldp.accountants.sampling_rates import (BISECT_TOLERANCE, DEFAULT_Q_MIN, INFEASIBLE, METHODS, STATUSES,
-                                        Personalization, fit_scf, personalize)
+from uldp.accountants.personalization import (DEFAULT_Q_MIN, INFEASIBLE, METHODS, STATUSES, Personalization,
+                                             personalize)
+from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
 
 from ..config import config_option
 from ..errors import library_errors, one_line

@@ -9,14 +9,14 @@ import click
 
 from uldp.accountants.horizontal import ACCOUNTANTS, FederationRun, SubjectGuarantee, SubjectReport, account_subjects
 from uldp.accountants.orders import orders_label
-from uldp.accountants.subject import DISTRIBUTIONS, allocate_items, read_holdings, subject_sampling_rate
+from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
 
 from ..config import config_option
 from ..errors import library_errors
 from ..options import PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
 from ..progress import status
 from ..render import emit
-from .mechanism_flags import accounting_label, mechanism_flags
+from .mechanism_flags import accounting_label, mechanism_flags, uses_rdp
 
 COLUMNS = [("guarantee", "guarantee"), ("rounds", "rounds"), ("members", "members composed"),
            ("epsilon", "epsilon"), ("note", "note")]
@@ -44,7 +44,7 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
               help="Items of the subject at each member holding it.")
 @click.option("--subject-items", type=PositiveInt(), default=None,
               help="The subject's items in all, spread over the N members by --distribution.")
-@click.option("--distribution", type=click.Choice(DISTRIBUTIONS), default="uniform", show_default=True,
+@click.option("--distribution", type=click.Choice(ALLOCATIONS), default="uniform", show_default=True,
               help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).")
 @click.option("--alpha", type=PositiveFloat(), default=None, help="Power distribution parameter alpha (> 0).")
 @click.option("--holdings", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
@@ -209,7 +209,7 @@ def _distribution(subjects: dict[str, SubjectGuarantee]) -> list[dict]:
 
 def _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha, subject_members,
                  items_per_member, group: bool) -> dict:
-    how = "RDP curves added" if accounting["accountant"] == "rdp" else "one composed PLD"
+    how = "RDP curves added" if uses_rdp(accounting["accountant"]) else "one composed PLD"
     out = {
         "run": (f"N = {run.members} members, s = {run.per_round} per round, R = {run.rounds} rounds, "
                 f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
@@ -233,7 +233,7 @@ def _assumptions(run, delta, accounting, holdings, subject_items, distribution, 
         "delta": f"{delta:g}",
         "accounting": accounting_label(**accounting),
     }
-    if accounting["accountant"] == "rdp":
+    if uses_rdp(accounting["accountant"]):
         out["orders"] = orders_label(accounting["orders"])
     if holdings is not None:
         out["holdings"] = (f"from {holdings}; epsilons of the worst subject at R rounds (per subject in "

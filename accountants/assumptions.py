@@ -1,0 +1,55 @@
+"""What a guarantee rests on, built by the library next to the number; the CLI only renders it.
+
+One structured record per accounting request: the delta, the accountants that produced the
+numbers, the RDP conversion and orders where RDP was used, and each plan's own assumptions
+(algorithm, noise, mechanism, neighbouring relation: `algorithms.Plan.assumptions`).
+`as_dict` gives the labelled lines the CLI prints as the assumptions block and writes to JSON.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Sequence
+
+from .algorithms import Plan
+from .orders import Orders, OrdersSpec
+from .registry import accountant_named
+
+ACCOUNTANT_TEXT = {"rdp": "RDP (Mironov et al. 2019, log-space)", "pld": "PLD (dp-accounting, pessimistic)",
+                   "prv": "PRV (prv-accountant, upper estimate)"}
+CONVERSION_TEXT = {"improved": "improved, Lemma 2", "classic": "classic, eps = rho + log(1/delta)/(alpha-1)"}
+
+
+@dataclass(frozen=True)
+class Assumptions:
+    """The delta, accountants, RDP conversion and orders, then further labelled lines in order."""
+
+    delta: float
+    accountants: tuple[str, ...]
+    conversion: str
+    orders: Orders
+    lines: tuple[tuple[str, str], ...] = ()
+
+    def as_dict(self) -> dict[str, str]:
+        out = {"delta": f"{self.delta:g}",
+               "accountant": "; ".join(ACCOUNTANT_TEXT[a] for a in self.accountants)}
+        if any(accountant_named(a).converts_rdp for a in self.accountants):
+            out["conversion"] = CONVERSION_TEXT[self.conversion]
+            out["orders"] = self.orders.label
+        out["bound"] = "every epsilon is an upper bound at this delta"
+        out.update(self.lines)
+        return out
+
+
+def accounting_assumptions(plans: Sequence[Plan], *, delta: float, accountants: Iterable[str],
+                           conversion: str, orders: OrdersSpec,
+                           extra: Iterable[tuple[str, str]] = ()) -> Assumptions:
+    """The assumptions of accounting `plans` with these accountants (those that produced numbers).
+
+    With several plans each plan's lines are prefixed by its algorithm's name.
+    """
+    lines: list[tuple[str, str]] = []
+    for plan in plans:
+        prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
+        lines += [(prefix + key, value) for key, value in plan.assumptions.items()]
+    return Assumptions(delta, tuple(dict.fromkeys(accountants)), conversion, Orders.parse(orders),
+                       tuple(lines) + tuple(extra))

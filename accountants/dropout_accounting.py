@@ -1,0 +1,42 @@
+"""Epsilon of dropout rounds, released and as the server sees them (Baek et al. 2021, §IV-V).
+
+Each round is one Poisson-subsampled Gaussian step with the multiplier `accountants.dropout`
+derives, against observers who do not know the sample; against the server, which draws it, a
+run is a `KnownParticipation` event (its RDP curve, or its exact profile for pld / prv). Both go
+through the accountant registry, the round limits through the one generic calibrator. The
+accounting options are the registry's: accountant (default rdp), conversion, orders.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .calibrate import most_rounds
+from .events import KnownParticipation, SubsampledGaussian
+from .registry import account_event
+
+#: How the paper accounted Table 2: TF-Privacy's RDP accountant (§VI), i.e. its legacy order
+#: list and the classic RDP-to-DP conversion eps = rho + log(1/delta)/(alpha - 1).
+PAPER_ACCOUNTING = {"accountant": "rdp", "conversion": "classic", "orders": "tf-privacy"}
+
+
+def dropout_epsilon(multiplier: float, q: float, rounds: int, delta: float, **accounting: Any) -> float:
+    """Epsilon after `rounds` rounds, each a Poisson-subsampled Gaussian with this multiplier
+    (by RDP from the cached one-round curve, `rdp.step_rdp`: tables and searches reuse it)."""
+    return account_event(SubsampledGaussian(multiplier, q, rounds), delta, **accounting).epsilon
+
+
+def max_rounds(multiplier: float, q: float, budget: float, delta: float, **accounting: Any) -> int:
+    """The most rounds whose epsilon stays within `budget` (0 when even one round exceeds it)."""
+    return most_rounds(lambda rounds: SubsampledGaussian(multiplier, q, rounds), budget, delta, **accounting)
+
+
+def server_epsilon(multiplier: float, q: float, rounds: int, delta: float, **accounting: Any) -> float:
+    """Epsilon after `rounds` rounds against the server, which draws the sample U^t itself: by
+    rdp `known_participation_rdp` converted (a bound); by pld / prv the exact
+    `known_participation_delta` inverted (its upper end: never below the exact epsilon)."""
+    return account_event(KnownParticipation(multiplier, q, rounds), delta, **accounting).epsilon
+
+
+def server_max_rounds(multiplier: float, q: float, budget: float, delta: float, **accounting: Any) -> int:
+    """The most rounds whose `server_epsilon` stays within `budget` (0 when one round exceeds it)."""
+    return most_rounds(lambda rounds: KnownParticipation(multiplier, q, rounds), budget, delta, **accounting)

@@ -1,0 +1,121 @@
+"""Descriptions of what a training run releases, separate from how it is accounted.
+
+A run is described first (this module: plain frozen data) and accounted second (the accountants
+of `accountants.registry`: rdp, pld, prv), as dp-accounting separates `dp_event` from its
+accountants. We do not reuse `dp_accounting.dp_event` here because importing dp_accounting
+costs about a second, and the RDP path of the CLI must start in well under one;
+`accountants.pld` builds dp-accounting's PLDs from these descriptions lazily.
+
+Neighbouring relation throughout: add or remove one unit (a record, or every record of one user
+for the user-level algorithms), as in ULDP-FL §2.2 and the RDP analysis of the sampled Gaussian
+(Mironov, Talwar, Zhang 2019); `Group` widens the unit to k records.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+from uldp.errors import InvalidParameter
+
+
+@dataclass(frozen=True)
+class SubsampledGaussian:
+    """`steps` self-compositions of a Poisson-subsampled Gaussian mechanism.
+
+    sigma: noise multiplier (noise std divided by the l2 sensitivity).
+    q: Poisson sampling probability in (0, 1]; q = 1 means no sub-sampling
+       (the plain Gaussian mechanism, ULDP-FL Lemma 3).
+    steps: number of compositions (Lemma 1).
+    """
+
+    sigma: float
+    q: float
+    steps: int
+
+    def __post_init__(self) -> None:
+        if not self.sigma > 0:
+            raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
+        if not 0 < self.q <= 1:
+            raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
+        if self.steps < 0:
+            raise InvalidParameter(f"steps must be >= 0, got {self.steps}")
+
+
+@dataclass(frozen=True)
+class ParallelSilos:
+    """Per-silo mechanisms run on disjoint data (ULDP-FL §D.2).
+
+    Each record lives in exactly one silo, so at record level the federation is
+    as private as its least private silo (parallel composition: the RDP is the
+    order-wise maximum over silos, the privacy profile the maximum of profiles).
+    """
+
+    silos: tuple[SubsampledGaussian, ...]
+
+    def __post_init__(self) -> None:
+        if not self.silos:
+            raise InvalidParameter("at least one silo is needed")
+
+
+@dataclass(frozen=True)
+class Composed:
+    """Sequential composition of events on the same data (ULDP-FL Lemma 1: RDP curves add).
+
+    Marathe & Kanani's horizontal composition (Theorem 3.9) is one: a subject's members' runs.
+    """
+
+    events: tuple["Event", ...]
+
+    def __post_init__(self) -> None:
+        if not self.events:
+            raise InvalidParameter("a composition needs at least one event")
+
+
+@dataclass(frozen=True)
+class Group:
+    """`event` for a group of k records added or removed together (ULDP-FL §2.2, Lemmas 5-6)."""
+
+    event: "Event"
+    k: int
+
+    def __post_init__(self) -> None:
+        if self.k < 1:
+            raise InvalidParameter(f"k must be >= 1, got {self.k}")
+
+
+@dataclass(frozen=True)
+class KnownParticipation:
+    """`rounds` rounds of a Gaussian (multiplier sigma) seen by an observer who knows the sample.
+
+    The user takes part in each round with probability q and the observer (the server that
+    draws the sample, ULDP-FL Algorithm 4) knows in which: a mixture over the participation count
+    K ~ Binomial(rounds, q) of K plain Gaussian rounds (`accountants.participation`).
+    """
+
+    sigma: float
+    q: float
+    rounds: int
+
+    def __post_init__(self) -> None:
+        SubsampledGaussian(self.sigma, self.q, self.rounds)  # the same ranges
+
+
+Mechanism = Union[SubsampledGaussian, ParallelSilos]
+Event = Union[SubsampledGaussian, ParallelSilos, Composed, Group, KnownParticipation]
+
+
+def silos_of(mechanism: Mechanism) -> tuple[SubsampledGaussian, ...]:
+    """The per-silo mechanisms; a single mechanism is one silo."""
+    if isinstance(mechanism, ParallelSilos):
+        return mechanism.silos
+    return (mechanism,)
+
+
+def describe(event: Event) -> str:
+    """A short name of the event's kind, for messages."""
+    if isinstance(event, Group):
+        return f"a group of {event.k} over {describe(event.event)}"
+    if isinstance(event, Composed):
+        return f"a composition of {len(event.events)} events"
+    return {SubsampledGaussian: "a sub-sampled Gaussian", ParallelSilos: "parallel silos",
+            KnownParticipation: "a known-participation mixture"}[type(event)]
