@@ -9,8 +9,8 @@ Importing this package stays light (numpy and scipy only): dp-accounting and prv
 imported by `accountants.pld` and `accountants.prv` when a tight accountant is asked for, and
 torch is never imported here.
 """
-from .account import (ACCOUNTANTS, GROUP_METHODS, Guarantee, account, account_plan, group_level,
-                      record_level)
+
+from .account import ACCOUNTANTS, GROUP_METHODS, Guarantee, account, account_plan, group_level, record_level
 from .accountant import Accountant, Accounted
 from .algorithms import Plan
 from .calibrate import Calibration, calibrate, calibrate_event, most_rounds
@@ -21,11 +21,37 @@ from .rdp import event_rdp, gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
 from .registry import account_event, accountant_named
 
 __all__ = [
-    "ACCOUNTANTS", "CONVERSIONS", "DEFAULT_ORDERS", "GROUP_METHODS",
-    "TF_PRIVACY_ORDERS", "Accountant", "Accounted", "Calibration", "Composed", "Event", "Group",
-    "Guarantee", "KnownParticipation", "Mechanism", "Orders", "ParallelSilos", "Plan",
-    "SubsampledGaussian", "account", "account_event", "account_plan", "accountant_named",
-    "calibrate", "calibrate_event", "event_rdp", "gaussian_rdp", "group_level", "mechanism_rdp",
-    "most_rounds", "rdp_to_dp", "record_level", "resolve_orders",
+    "ACCOUNTANTS",
+    "CONVERSIONS",
+    "DEFAULT_ORDERS",
+    "GROUP_METHODS",
+    "TF_PRIVACY_ORDERS",
+    "Accountant",
+    "Accounted",
+    "Calibration",
+    "Composed",
+    "Event",
+    "Group",
+    "Guarantee",
+    "KnownParticipation",
+    "Mechanism",
+    "Orders",
+    "ParallelSilos",
+    "Plan",
+    "SubsampledGaussian",
+    "account",
+    "account_event",
+    "account_plan",
+    "accountant_named",
+    "calibrate",
+    "calibrate_event",
+    "event_rdp",
+    "gaussian_rdp",
+    "group_level",
+    "mechanism_rdp",
+    "most_rounds",
+    "rdp_to_dp",
+    "record_level",
+    "resolve_orders",
     "subsampled_gaussian_rdp",
 ]

@@ -5,10 +5,11 @@ the stated unit (record, group of k records, or user); where no bound can be had
 chosen orders the epsilon is infinite and `note` says why. Each is one event accounted by one
 accountant of `accountants.registry`; this module only says which events a request asks for.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Callable, Iterable, Sequence
 
 from uldp.errors import InvalidParameter
 
@@ -17,7 +18,8 @@ from .conversion import CONVERSIONS
 from .events import Group, KnownParticipation, Mechanism, SubsampledGaussian
 from .orders import Orders, OrdersSpec
 from .profile import RdpProfile
-from .registry import ACCOUNTANTS as REGISTRY, account_event, accountant_named
+from .registry import ACCOUNTANTS as REGISTRY
+from .registry import account_event, accountant_named
 
 ACCOUNTANTS = tuple(REGISTRY)
 #: Group method -> (accountant, its group method): Lemma 6, Lemma 5 (both RDP), or the PLD mixture.
@@ -40,12 +42,12 @@ class Guarantee:
 
     epsilon: float
     delta: float
-    k: int | None         # None: a whole user (level 'user')
-    level: str            # "record", "group" or "user"
-    method: str           # "record", "rdp", "normal" or "pld"
-    accountant: str       # "rdp", "pld" or "prv"
+    k: int | None  # None: a whole user (level 'user')
+    level: str  # "record", "group" or "user"
+    method: str  # "record", "rdp", "normal" or "pld"
+    accountant: str  # "rdp", "pld" or "prv"
     conversion: str | None  # RDP-to-DP conversion; None for PLD/PRV
-    order: float | None = None       # RDP order of the final guarantee
+    order: float | None = None  # RDP order of the final guarantee
     base_order: float | None = None  # order of the record-level RDP it came from (Lemma 6)
     group_size_used: int | None = None
     algorithm: str | None = None
@@ -55,8 +57,9 @@ class Guarantee:
         return asdict(self)
 
 
-def _check(delta: float, ks: Sequence[int], methods: Iterable[str], accountants: Iterable[str],
-           conversion: str) -> None:
+def _check(
+    delta: float, ks: Sequence[int], methods: Iterable[str], accountants: Iterable[str], conversion: str
+) -> None:
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if any(k < 1 for k in ks):
@@ -70,39 +73,82 @@ def _check(delta: float, ks: Sequence[int], methods: Iterable[str], accountants:
         raise InvalidParameter(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
 
 
-def record_level(mechanism: Mechanism, delta: float, accountant: str = "rdp",
-                 conversion: str = "improved", orders: OrdersSpec = "default",
-                 profile: RdpProfile | None = None) -> Guarantee:
+def record_level(
+    mechanism: Mechanism,
+    delta: float,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders: OrdersSpec = "default",
+    profile: RdpProfile | None = None,
+) -> Guarantee:
     """Record-level (k = 1) epsilon with one accountant."""
     _check(delta, [1], [], [accountant], conversion)
     chosen = accountant_named(accountant)
     if chosen.converts_rdp:  # one RDP curve per run, shared by every k and method asked for
         profile = profile or RdpProfile(mechanism)
-    found = account_event(mechanism, delta, accountant, conversion=conversion, orders=orders,
-                          profile=profile)
-    return Guarantee(found.epsilon, delta, 1, "record", "record", accountant,
-                     conversion if chosen.converts_rdp else None, found.order, found.base_order,
-                     found.group_size_used)
+    found = account_event(mechanism, delta, accountant, conversion=conversion, orders=orders, profile=profile)
+    return Guarantee(
+        found.epsilon,
+        delta,
+        1,
+        "record",
+        "record",
+        accountant,
+        conversion if chosen.converts_rdp else None,
+        found.order,
+        found.base_order,
+        found.group_size_used,
+    )
 
 
-def group_level(mechanism: Mechanism, delta: float, k: int, method: str,
-                conversion: str = "improved", orders: OrdersSpec = "default",
-                profile: RdpProfile | None = None) -> Guarantee:
+def group_level(
+    mechanism: Mechanism,
+    delta: float,
+    k: int,
+    method: str,
+    conversion: str = "improved",
+    orders: OrdersSpec = "default",
+    profile: RdpProfile | None = None,
+) -> Guarantee:
     """Epsilon for a group of k > 1 records by one group method."""
     _check(delta, [k], [method], [], conversion)
     accountant, group_method = GROUP_ACCOUNTING[method]
     chosen = accountant_named(accountant)
-    found = account_event(Group(mechanism, k), delta, accountant, conversion=conversion,
-                          orders=orders, group_method=group_method, profile=profile)
-    return Guarantee(found.epsilon, delta, k, "group", method, accountant,
-                     conversion if chosen.converts_rdp else None, found.order, found.base_order,
-                     found.group_size_used, note=found.note)
+    found = account_event(
+        Group(mechanism, k),
+        delta,
+        accountant,
+        conversion=conversion,
+        orders=orders,
+        group_method=group_method,
+        profile=profile,
+    )
+    return Guarantee(
+        found.epsilon,
+        delta,
+        k,
+        "group",
+        method,
+        accountant,
+        conversion if chosen.converts_rdp else None,
+        found.order,
+        found.base_order,
+        found.group_size_used,
+        note=found.note,
+    )
 
 
-def account(mechanism: Mechanism, *, delta: float = 1e-5, ks: Sequence[int] = (1,),
-            methods: Sequence[str] = ("rdp",), accountants: Sequence[str] = ("rdp",),
-            conversion: str = "improved", orders: OrdersSpec = "default",
-            progress: Progress | None = None) -> list[Guarantee]:
+def account(
+    mechanism: Mechanism,
+    *,
+    delta: float = 1e-5,
+    ks: Sequence[int] = (1,),
+    methods: Sequence[str] = ("rdp",),
+    accountants: Sequence[str] = ("rdp",),
+    conversion: str = "improved",
+    orders: OrdersSpec = "default",
+    progress: Progress | None = None,
+) -> list[Guarantee]:
     """Every requested guarantee: k = 1 by each accountant, each k > 1 by each group method."""
     _check(delta, ks, methods, accountants, conversion)
     Orders.parse(orders)  # fail early on a bad order set
@@ -122,10 +168,18 @@ def account(mechanism: Mechanism, *, delta: float = 1e-5, ks: Sequence[int] = (1
     return results
 
 
-def account_plan(plan: Plan, *, delta: float, accountants: Sequence[str] = ("rdp",),
-                 ks: Sequence[int] | None = None, methods: Sequence[str] = ("rdp",),
-                 conversion: str = "improved", orders: OrdersSpec = "default",
-                 server_view: bool = True, progress: Progress | None = None) -> list[Guarantee]:
+def account_plan(
+    plan: Plan,
+    *,
+    delta: float,
+    accountants: Sequence[str] = ("rdp",),
+    ks: Sequence[int] | None = None,
+    methods: Sequence[str] = ("rdp",),
+    conversion: str = "improved",
+    orders: OrdersSpec = "default",
+    server_view: bool = True,
+    progress: Progress | None = None,
+) -> list[Guarantee]:
     """The guarantees an algorithm's plan gives: THE function from a `Plan` to epsilons.
 
     - a bare mechanism (plan.algorithm "mechanism"): `account` (record and group level);
@@ -140,8 +194,16 @@ def account_plan(plan: Plan, *, delta: float, accountants: Sequence[str] = ("rdp
     if ks is None:
         ks = (plan.group_k,) if plan.group_k is not None else (1,)
     if plan.algorithm == "mechanism":
-        return account(plan.mechanism, delta=delta, ks=ks, methods=methods, accountants=accountants,
-                       conversion=conversion, orders=orders, progress=progress)
+        return account(
+            plan.mechanism,
+            delta=delta,
+            ks=ks,
+            methods=methods,
+            accountants=accountants,
+            conversion=conversion,
+            orders=orders,
+            progress=progress,
+        )
     out: list[Guarantee] = []
     if plan.group_k is None:
         for accountant in accountants:
@@ -150,10 +212,27 @@ def account_plan(plan: Plan, *, delta: float, accountants: Sequence[str] = ("rdp
             out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
         mech = plan.mechanism
         if server_view and isinstance(mech, SubsampledGaussian) and mech.q < 1:
-            seen = account_event(KnownParticipation(mech.sigma, mech.q, mech.steps), delta, "rdp",
-                                 conversion=conversion, orders=orders)
-            out.append(Guarantee(seen.epsilon, delta, None, "user", "server view", "rdp", conversion,
-                                 seen.order, algorithm=plan.algorithm, note="knows the user sample"))
+            seen = account_event(
+                KnownParticipation(mech.sigma, mech.q, mech.steps),
+                delta,
+                "rdp",
+                conversion=conversion,
+                orders=orders,
+            )
+            out.append(
+                Guarantee(
+                    seen.epsilon,
+                    delta,
+                    None,
+                    "user",
+                    "server view",
+                    "rdp",
+                    conversion,
+                    seen.order,
+                    algorithm=plan.algorithm,
+                    note="knows the user sample",
+                )
+            )
         return out
     for k in dict.fromkeys(ks):
         if k == 1:

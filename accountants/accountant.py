@@ -5,6 +5,7 @@ accountant says which events it can turn into a guarantee; here `supports` retur
 one-line reason, and `accountants.registry.account_event` refuses an unsupported event with
 that reason instead of guessing.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,9 +19,9 @@ class Accounted:
     """An upper bound on epsilon at the delta asked for, and how it was reached."""
 
     epsilon: float
-    order: float | None = None           # RDP order of the guarantee (RDP only)
-    base_order: float | None = None      # order of the record-level RDP it came from (Lemma 6)
-    group_size_used: int | None = None   # k rounded up to a power of two by Lemma 6, else k
+    order: float | None = None  # RDP order of the guarantee (RDP only)
+    base_order: float | None = None  # order of the record-level RDP it came from (Lemma 6)
+    group_size_used: int | None = None  # k rounded up to a power of two by Lemma 6, else k
     note: str = ""
 
 

@@ -6,6 +6,7 @@ mechanism. The algorithms and their plans live in `uldp.trainers.algorithms` (on
 registered by name; `plan_algorithm` there compiles one); this module keeps what is pure
 accounting, and imports nothing from the trainers.
 """
+
 from __future__ import annotations
 
 import math

@@ -5,17 +5,21 @@ numbers, the RDP conversion and orders where RDP was used, and each plan's own a
 (algorithm, noise, mechanism, neighbouring relation: `algorithms.Plan.assumptions`).
 `as_dict` gives the labelled lines the CLI prints as the assumptions block and writes to JSON.
 """
+
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Iterable, Sequence
 
 from .algorithms import Plan
 from .orders import Orders, OrdersSpec
 from .registry import accountant_named
 
-ACCOUNTANT_TEXT = {"rdp": "RDP (Mironov et al. 2019, log-space)", "pld": "PLD (dp-accounting, pessimistic)",
-                   "prv": "PRV (prv-accountant, upper estimate)"}
+ACCOUNTANT_TEXT = {
+    "rdp": "RDP (Mironov et al. 2019, log-space)",
+    "pld": "PLD (dp-accounting, pessimistic)",
+    "prv": "PRV (prv-accountant, upper estimate)",
+}
 CONVERSION_TEXT = {"improved": "improved, Lemma 2", "classic": "classic, eps = rho + log(1/delta)/(alpha-1)"}
 
 
@@ -30,8 +34,10 @@ class Assumptions:
     lines: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, str]:
-        out = {"delta": f"{self.delta:g}",
-               "accountant": "; ".join(ACCOUNTANT_TEXT[a] for a in self.accountants)}
+        out = {
+            "delta": f"{self.delta:g}",
+            "accountant": "; ".join(ACCOUNTANT_TEXT[a] for a in self.accountants),
+        }
         if any(accountant_named(a).converts_rdp for a in self.accountants):
             out["conversion"] = CONVERSION_TEXT[self.conversion]
             out["orders"] = self.orders.label
@@ -40,9 +46,15 @@ class Assumptions:
         return out
 
 
-def accounting_assumptions(plans: Sequence[Plan], *, delta: float, accountants: Iterable[str],
-                           conversion: str, orders: OrdersSpec,
-                           extra: Iterable[tuple[str, str]] = ()) -> Assumptions:
+def accounting_assumptions(
+    plans: Sequence[Plan],
+    *,
+    delta: float,
+    accountants: Iterable[str],
+    conversion: str,
+    orders: OrdersSpec,
+    extra: Iterable[tuple[str, str]] = (),
+) -> Assumptions:
     """The assumptions of accounting `plans` with these accountants (those that produced numbers).
 
     With several plans each plan's lines are prefixed by its algorithm's name.
@@ -51,5 +63,10 @@ def accounting_assumptions(plans: Sequence[Plan], *, delta: float, accountants: 
     for plan in plans:
         prefix = "" if len(plans) == 1 else f"{plan.algorithm}: "
         lines += [(prefix + key, value) for key, value in plan.assumptions.items()]
-    return Assumptions(delta, tuple(dict.fromkeys(accountants)), conversion, Orders.parse(orders),
-                       tuple(lines) + tuple(extra))
+    return Assumptions(
+        delta,
+        tuple(dict.fromkeys(accountants)),
+        conversion,
+        Orders.parse(orders),
+        tuple(lines) + tuple(extra),
+    )

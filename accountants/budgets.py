@@ -17,12 +17,14 @@ Weighted levels are drawn per record (so the shares are those of a sample, as in
 experiments); group-100's groups are exactly even (record i joins group i mod 100, then the
 records are shuffled).
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 from collections.abc import Callable
 
 import numpy as np
+
+from uldp.errors import InvalidParameter
 
 #: Every preset's budgets are clipped to this range (the experiments' bounds).
 BUDGET_RANGE = (0.1, 10.0)
@@ -31,14 +33,17 @@ BUDGET_RANGE = (0.1, 10.0)
 def _levels(levels: list[float], weights: list[float]) -> Callable[[np.random.Generator, int], np.ndarray]:
     def draw(rng: np.random.Generator, n: int) -> np.ndarray:
         return np.asarray(levels, dtype=float)[rng.choice(len(levels), size=n, p=weights)]
+
     return draw
 
 
-def _mixture(weights: list[float], means: list[float],
-             stds: list[float]) -> Callable[[np.random.Generator, int], np.ndarray]:
+def _mixture(
+    weights: list[float], means: list[float], stds: list[float]
+) -> Callable[[np.random.Generator, int], np.ndarray]:
     def draw(rng: np.random.Generator, n: int) -> np.ndarray:
         component = rng.choice(len(weights), size=n, p=weights)
         return rng.normal(np.asarray(means)[component], np.asarray(stds)[component])
+
     return draw
 
 
@@ -49,23 +54,30 @@ def _bounded_pareto(rng: np.random.Generator, n: int) -> np.ndarray:
 def _even_groups(levels: np.ndarray) -> Callable[[np.random.Generator, int], np.ndarray]:
     def draw(rng: np.random.Generator, n: int) -> np.ndarray:
         return rng.permutation(levels[np.arange(n) % levels.size])
+
     return draw
 
 
 #: name -> (description, sampler(rng, n)).
 DISTRIBUTIONS: dict[str, tuple[str, Callable[[np.random.Generator, int], np.ndarray]]] = {
-    "three-levels": ("ThreeLevels: 70/20/10% at epsilon [0.1, 1, 5]",
-                     _levels([0.1, 1.0, 5.0], [0.7, 0.2, 0.1])),
+    "three-levels": (
+        "ThreeLevels: 70/20/10% at epsilon [0.1, 1, 5]",
+        _levels([0.1, 1.0, 5.0], [0.7, 0.2, 0.1]),
+    ),
     "bounded-pareto": ("BoundedPareto: pareto(4) + 0.1", _bounded_pareto),
-    "bounded-mix-gauss": ("BoundedMixGauss: weights [0.7, 0.2, 0.1], means [0.1, 1, 5], "
-                          "stds [0.05, 0.1, 0.5]",
-                          _mixture([0.7, 0.2, 0.1], [0.1, 1.0, 5.0], [0.05, 0.1, 0.5])),
+    "bounded-mix-gauss": (
+        "BoundedMixGauss: weights [0.7, 0.2, 0.1], means [0.1, 1, 5], stds [0.05, 0.1, 0.5]",
+        _mixture([0.7, 0.2, 0.1], [0.1, 1.0, 5.0], [0.05, 0.1, 0.5]),
+    ),
     "group-3": ("Group-3: 54/37/9% at epsilon [1, 2, 3]", _levels([1.0, 2.0, 3.0], [0.54, 0.37, 0.09])),
-    "group-100": ("Group-100: 100 even groups at epsilon linspace(1, 5.95, 100)",
-                  _even_groups(np.linspace(1.0, 5.95, 100))),
-    "individual-1000": ("Individual-1000: weights [0.7, 0.2, 0.1], means [1, 2, 5], "
-                        "stds [0.1, 0.2, 0.5]",
-                        _mixture([0.7, 0.2, 0.1], [1.0, 2.0, 5.0], [0.1, 0.2, 0.5])),
+    "group-100": (
+        "Group-100: 100 even groups at epsilon linspace(1, 5.95, 100)",
+        _even_groups(np.linspace(1.0, 5.95, 100)),
+    ),
+    "individual-1000": (
+        "Individual-1000: weights [0.7, 0.2, 0.1], means [1, 2, 5], stds [0.1, 0.2, 0.5]",
+        _mixture([0.7, 0.2, 0.1], [1.0, 2.0, 5.0], [0.1, 0.2, 0.5]),
+    ),
 }
 
 

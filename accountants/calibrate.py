@@ -11,12 +11,15 @@ q' >= q then sub-sampling), which is what makes a bisection correct here.
 `calibrate` searches any one scalar of any accounting function; `calibrate_event` any scalar of
 any event against any accountant of the registry.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter, UnreachableBudget
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
+
+from uldp.errors import InvalidParameter, UnreachableBudget
 
 from .events import Event
 
@@ -25,8 +28,12 @@ MAX_STEPS = 10**9
 #: The smallest sampling rate `calibrate_rate` looks at.
 MIN_RATE = 1e-12
 #: The scalars `calibrate` can search: how epsilon moves with each.
-SCALARS = {"sigma": "continuous, epsilon decreasing", "steps": "integer, epsilon increasing",
-           "rounds": "integer, epsilon increasing", "q": "continuous in (0, 1], epsilon increasing"}
+SCALARS = {
+    "sigma": "continuous, epsilon decreasing",
+    "steps": "integer, epsilon increasing",
+    "rounds": "integer, epsilon increasing",
+    "q": "continuous in (0, 1], epsilon increasing",
+}
 
 
 class NoStepFits(UnreachableBudget):
@@ -35,13 +42,14 @@ class NoStepFits(UnreachableBudget):
 
 @dataclass(frozen=True)
 class Calibration:
-    value: float       # the sigma found, or the number of steps
-    epsilon: float     # the re-accounted epsilon of that setting (<= the budget)
+    value: float  # the sigma found, or the number of steps
+    epsilon: float  # the re-accounted epsilon of that setting (<= the budget)
     evaluations: int
 
 
-def calibrate(epsilon_of: Callable[[float], float], budget: float, scalar: str = "sigma",
-              **search) -> Calibration:
+def calibrate(
+    epsilon_of: Callable[[float], float], budget: float, scalar: str = "sigma", **search
+) -> Calibration:
     """The value of `scalar` that meets `budget` with the least privacy cost left on the table.
 
     sigma: the smallest noise multiplier (`calibrate_sigma`); steps or rounds: the largest count
@@ -58,8 +66,16 @@ def calibrate(epsilon_of: Callable[[float], float], budget: float, scalar: str =
     raise InvalidParameter(f"can calibrate one of {', '.join(SCALARS)}, got {scalar!r}")
 
 
-def calibrate_event(build: Callable[[Any], Event], budget: float, delta: float, scalar: str = "sigma",
-                    *, accountant: str = "rdp", search: dict | None = None, **options) -> Calibration:
+def calibrate_event(
+    build: Callable[[Any], Event],
+    budget: float,
+    delta: float,
+    scalar: str = "sigma",
+    *,
+    accountant: str = "rdp",
+    search: dict | None = None,
+    **options,
+) -> Calibration:
     """`calibrate` over the events `build(value)` accounted by `accountant` at `delta`.
 
     options: the accountant's (conversion, orders, group_method).
@@ -72,8 +88,9 @@ def calibrate_event(build: Callable[[Any], Event], budget: float, delta: float, 
     return calibrate(epsilon_of, budget, scalar, **(search or {}))
 
 
-def most_rounds(build: Callable[[int], Event], budget: float, delta: float, *,
-                accountant: str = "rdp", **options) -> int:
+def most_rounds(
+    build: Callable[[int], Event], budget: float, delta: float, *, accountant: str = "rdp", **options
+) -> int:
     """The most rounds (or steps) whose event `build(rounds)` stays within `budget`; 0 if none."""
     try:
         return int(calibrate_event(build, budget, delta, "rounds", accountant=accountant, **options).value)
@@ -81,9 +98,14 @@ def most_rounds(build: Callable[[int], Event], budget: float, delta: float, *,
         return 0
 
 
-def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
-                    rel_tol: float = 1e-4, sigma_range: tuple[float, float] = SIGMA_RANGE,
-                    progress: Callable[[int], None] | None = None) -> Calibration:
+def calibrate_sigma(
+    epsilon_of: Callable[[float], float],
+    budget: float,
+    *,
+    rel_tol: float = 1e-4,
+    sigma_range: tuple[float, float] = SIGMA_RANGE,
+    progress: Callable[[int], None] | None = None,
+) -> Calibration:
     """The smallest sigma (to `rel_tol`, rounded up) with epsilon_of(sigma) <= budget."""
     eps = _Counted(epsilon_of, budget, progress)
     lo, hi = _bracket_sigma(eps, budget, sigma_range)
@@ -95,8 +117,9 @@ def calibrate_sigma(epsilon_of: Callable[[float], float], budget: float, *,
 class _Counted:
     """epsilon_of, counting its calls (reported to `progress`), for a budget checked > 0."""
 
-    def __init__(self, epsilon_of: Callable[[float], float], budget: float,
-                 progress: Callable[[int], None] | None) -> None:
+    def __init__(
+        self, epsilon_of: Callable[[float], float], budget: float, progress: Callable[[int], None] | None
+    ) -> None:
         if not budget > 0:
             raise InvalidParameter(f"epsilon budget must be > 0, got {budget}")
         self.epsilon_of, self.progress, self.calls = epsilon_of, progress, 0
@@ -108,8 +131,15 @@ class _Counted:
         return self.epsilon_of(value)
 
 
-def _settle(eps: _Counted, budget: float, *, good: float, bad: float, rel_tol: float,
-            to_safe_side: Callable[[float], float]) -> Calibration:
+def _settle(
+    eps: _Counted,
+    budget: float,
+    *,
+    good: float,
+    bad: float,
+    rel_tol: float,
+    to_safe_side: Callable[[float], float],
+) -> Calibration:
     """Bisect on the log scale between a value that meets the budget (`good`) and one that does
     not, until they are within a factor 1 + rel_tol; then round `good` to 4 significant digits
     towards the safe side (more noise, a smaller rate) and re-account it."""
@@ -126,8 +156,9 @@ def _settle(eps: _Counted, budget: float, *, good: float, bad: float, rel_tol: f
     return Calibration(value, final, eps.calls + 1)
 
 
-def _bracket_sigma(eps: Callable[[float], float], budget: float,
-                   sigma_range: tuple[float, float]) -> tuple[float | None, float]:
+def _bracket_sigma(
+    eps: Callable[[float], float], budget: float, sigma_range: tuple[float, float]
+) -> tuple[float | None, float]:
     """(lo, hi) with eps(lo) > budget >= eps(hi), by doubling or halving from sigma = 1.
 
     Starting in the middle keeps the search away from the ends of the range, where a tight
@@ -150,13 +181,20 @@ def _bracket_sigma(eps: Callable[[float], float], budget: float,
         if eps(hi) <= budget:
             return lo, hi
         lo = hi
-    raise UnreachableBudget(f"no noise multiplier up to {high_end:g} meets epsilon {budget:g}; "
-                     "raise the budget or lower the sampling rate or steps")
+    raise UnreachableBudget(
+        f"no noise multiplier up to {high_end:g} meets epsilon {budget:g}; "
+        "raise the budget or lower the sampling rate or steps"
+    )
 
 
-def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
-                    max_steps: int = MAX_STEPS, start: int | None = None,
-                    progress: Callable[[int], None] | None = None) -> Calibration:
+def calibrate_steps(
+    epsilon_of: Callable[[int], float],
+    budget: float,
+    *,
+    max_steps: int = MAX_STEPS,
+    start: int | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> Calibration:
     """The largest number of steps T <= max_steps with epsilon_of(T) <= budget.
 
     `start` is a guess (for a tight accountant, the answer of a cheap looser one): the search
@@ -176,8 +214,10 @@ def calibrate_steps(epsilon_of: Callable[[int], float], budget: float, *,
 
     first = eps(1)
     if first > budget:
-        raise NoStepFits(f"even one step spends epsilon {first:.4g} > budget {budget:g}; "
-                         "raise sigma or the budget, or lower the sampling rate")
+        raise NoStepFits(
+            f"even one step spends epsilon {first:.4g} > budget {budget:g}; "
+            "raise sigma or the budget, or lower the sampling rate"
+        )
     good, bad = _bracket_steps(eps, budget, max_steps, start)
     while bad is not None and bad - good > 1:
         mid = (good + bad) // 2
@@ -196,8 +236,9 @@ def most_steps(epsilon_of: Callable[[int], float], budget: float, **kwargs) -> i
         return 0
 
 
-def _bracket_steps(eps: Callable[[int], float], budget: float, max_steps: int,
-                   start: int | None) -> tuple[int, int | None]:
+def _bracket_steps(
+    eps: Callable[[int], float], budget: float, max_steps: int, start: int | None
+) -> tuple[int, int | None]:
     """(good, bad): eps(good) <= budget < eps(bad), bad = good * 2^j; bad None: max_steps fits."""
     good = 1
     if start is not None and 1 < start <= max_steps:
@@ -220,8 +261,14 @@ def _bracket_steps(eps: Callable[[int], float], budget: float, max_steps: int,
         good, bad = bad, bad * 2
 
 
-def calibrate_rate(epsilon_of: Callable[[float], float], budget: float, *, rel_tol: float = 1e-4,
-                   min_rate: float = MIN_RATE, progress: Callable[[int], None] | None = None) -> Calibration:
+def calibrate_rate(
+    epsilon_of: Callable[[float], float],
+    budget: float,
+    *,
+    rel_tol: float = 1e-4,
+    min_rate: float = MIN_RATE,
+    progress: Callable[[int], None] | None = None,
+) -> Calibration:
     """The largest sampling rate q in (0, 1] (to `rel_tol`, rounded down) with epsilon_of(q) <= budget."""
     eps = _Counted(epsilon_of, budget, progress)
     if eps(1.0) <= budget:
@@ -230,8 +277,10 @@ def calibrate_rate(epsilon_of: Callable[[float], float], budget: float, *, rel_t
     while eps(lo) > budget:
         hi, lo = lo, lo / 2
         if lo < min_rate:
-            raise UnreachableBudget(f"no sampling rate down to {min_rate:g} meets epsilon {budget:g}; "
-                                    "raise the budget or sigma, or lower the steps")
+            raise UnreachableBudget(
+                f"no sampling rate down to {min_rate:g} meets epsilon {budget:g}; "
+                "raise the budget or sigma, or lower the steps"
+            )
     return _settle(eps, budget, good=lo, bad=hi, rel_tol=rel_tol, to_safe_side=_round_down)
 
 

@@ -10,12 +10,14 @@ total-variation distance through the KL divergence (rho at any order >= 1 is at 
 `log_delta` is taken in log space so that Lemma 5's bisection can ask for deltas far below
 the smallest positive double.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 from dataclasses import dataclass
 
 import numpy as np
+
+from uldp.errors import InvalidParameter
 
 CONVERSIONS = ("improved", "classic")
 
@@ -26,8 +28,9 @@ class Conversion:
     order: float | None
 
 
-def epsilon_curve(orders: np.ndarray, rdp: np.ndarray, log_delta: float | np.ndarray,
-                  conversion: str = "improved") -> np.ndarray:
+def epsilon_curve(
+    orders: np.ndarray, rdp: np.ndarray, log_delta: float | np.ndarray, conversion: str = "improved"
+) -> np.ndarray:
     """epsilon at each order (rows) for each log delta (columns when log_delta is an array)."""
     if conversion not in CONVERSIONS:
         raise InvalidParameter(f"conversion must be one of {', '.join(CONVERSIONS)}, got {conversion!r}")
@@ -44,12 +47,12 @@ def epsilon_curve(orders: np.ndarray, rdp: np.ndarray, log_delta: float | np.nda
     return np.where(np.isnan(eps), np.inf, eps)
 
 
-def rdp_to_dp(orders: np.ndarray, rdp: np.ndarray, log_delta: float,
-              conversion: str = "improved") -> Conversion:
+def rdp_to_dp(
+    orders: np.ndarray, rdp: np.ndarray, log_delta: float, conversion: str = "improved"
+) -> Conversion:
     """The smallest epsilon over `orders` at delta = exp(log_delta), and the order reaching it."""
     eps = epsilon_curve(orders, rdp, log_delta, conversion)[:, 0]
     if not np.any(np.isfinite(eps)):
         return Conversion(float("inf"), None)
     best = int(np.argmin(eps))
     return Conversion(max(0.0, float(eps[best])), float(np.asarray(orders)[best]))
-

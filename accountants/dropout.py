@@ -48,11 +48,12 @@ z sqrt((n'-k)/n_ref) without calibration (`DropoutRound.coalition_multiplier`); 
 also learns who was sampled, so it is accounted like the server
 (`dropout_accounting.server_epsilon`).
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -76,7 +77,7 @@ def dropped_count(participants: int, dropout: float) -> int:
     return min(participants, math.ceil(dropout * participants - 1e-9))
 
 
-def surviving_weight_sum(weights: Sequence[float], dropout: float) -> float:
+def surviving_weight_sum(weights: Sequence[float] | np.ndarray, dropout: float) -> float:
     """Worst-case n': the heaviest ceil(dropout x count) participants drop out.
 
     The uncalibrated multiplier z sqrt(n'/n) falls with n', so losing the heaviest is the
@@ -135,7 +136,9 @@ class DropoutRound:
         without calibration (line 15), over the sensitivity 2C/n'.
         """
         if not 0 <= weight < self.alive_weight_sum:
-            raise InvalidParameter(f"coalition weight must be in [0, n' = {self.alive_weight_sum:g}), got {weight:g}")
+            raise InvalidParameter(
+                f"coalition weight must be in [0, n' = {self.alive_weight_sum:g}), got {weight:g}"
+            )
         rest = self.alive_weight_sum - weight
         return z * math.sqrt(rest / (self.alive_weight_sum if calibrated else self.reference))
 
@@ -158,15 +161,19 @@ def rate_only_round(dropout: float) -> DropoutRound:
     return DropoutRound(1.0, 1.0 - dropout, 1.0)
 
 
-def weighted_round(weights: Sequence[float], dropout: float,
-                   min_weight_sum: float | None = None) -> DropoutRound:
+def weighted_round(
+    weights: Sequence[float] | np.ndarray, dropout: float, min_weight_sum: float | None = None
+) -> DropoutRound:
     """The worst-case round for these participants' weights, optionally with n_0 (Algorithm 3)."""
     n = float(np.sum(weights))
     if min_weight_sum is not None and not 0 < min_weight_sum <= n:
-        raise InvalidParameter(f"n_0 = {min_weight_sum:g} must be in (0, weight sum {n:g}] "
-                         "(Algorithm 3 line 17 checks n_0 <= sum of weights)")
-    return DropoutRound(n, surviving_weight_sum(weights, dropout),
-                        n if min_weight_sum is None else float(min_weight_sum))
+        raise InvalidParameter(
+            f"n_0 = {min_weight_sum:g} must be in (0, weight sum {n:g}] "
+            "(Algorithm 3 line 17 checks n_0 <= sum of weights)"
+        )
+    return DropoutRound(
+        n, surviving_weight_sum(weights, dropout), n if min_weight_sum is None else float(min_weight_sum)
+    )
 
 
 def _check_dropout(dropout: float) -> None:

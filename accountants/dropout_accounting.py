@@ -6,6 +6,7 @@ run is a `KnownParticipation` event (its RDP curve, or its exact profile for pld
 through the accountant registry, the round limits through the one generic calibrator. The
 accounting options are the registry's: accountant (default rdp), conversion, orders.
 """
+
 from __future__ import annotations
 
 from typing import Any

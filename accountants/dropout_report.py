@@ -4,19 +4,29 @@ Baek et al. 2021 (§IV-V) for the released model, with and without the calibrati
 server's and a coalition's views (`accountants.dropout`'s module docstring); given `paper`
 accounting, the figures as the paper's Table 2 computed them. Plain dicts, one per table row.
 """
+
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from functools import cache
 
 from .dropout import DropoutRound
 from .dropout_accounting import dropout_epsilon, max_rounds, server_epsilon, server_max_rounds
 
 
-def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rounds: Sequence[int],
-                   budgets: Sequence[float], delta: float, *, accounting: dict, paper: dict | None = None,
-                   coalition: float | None = None,
-                   progress: Callable[[str], None] | None = None) -> tuple[list[dict], list[dict]]:
+def dropout_report(
+    z: float,
+    q: float,
+    scenarios: dict[float, DropoutRound],
+    rounds: Sequence[int],
+    budgets: Sequence[float],
+    delta: float,
+    *,
+    accounting: dict,
+    paper: dict | None = None,
+    coalition: float | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> tuple[list[dict], list[dict]]:
     """Epsilon after each round count and the most rounds per budget, per dropout rate, both without
     and with calibration.
 
@@ -32,19 +42,19 @@ def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rou
     """
     accountings = {"ours": accounting, **({"paper": paper} if paper else {})}
 
-    @lru_cache(maxsize=None)
+    @cache
     def eps(multiplier: float, t: int, which: str) -> float:
         return dropout_epsilon(multiplier, q, t, delta, **accountings[which])
 
-    @lru_cache(maxsize=None)
+    @cache
     def most(multiplier: float, budget: float, which: str) -> int:
         return max_rounds(multiplier, q, budget, delta, **accountings[which])
 
-    @lru_cache(maxsize=None)
+    @cache
     def server_eps(multiplier: float, t: int) -> float:
         return server_epsilon(multiplier, q, t, delta, **accounting)
 
-    @lru_cache(maxsize=None)
+    @cache
     def server_most(multiplier: float, budget: float) -> int:
         return server_max_rounds(multiplier, q, budget, delta, **accounting)
 
@@ -60,9 +70,15 @@ def dropout_report(z: float, q: float, scenarios: dict[float, DropoutRound], rou
 
             def entry(key: str, value: float, released: Callable, seen: Callable, name: str) -> dict:
                 """One result (name "epsilon", per round count) or limit ("max_rounds", per budget)."""
-                out = {"dropout": dropout, key: value, "calibrated": calibrated, "multiplier": m,
-                       name: released(m, value, "ours"), "server_multiplier": server,
-                       f"server_{name}": seen(server, value)}
+                out = {
+                    "dropout": dropout,
+                    key: value,
+                    "calibrated": calibrated,
+                    "multiplier": m,
+                    name: released(m, value, "ours"),
+                    "server_multiplier": server,
+                    f"server_{name}": seen(server, value),
+                }
                 if paper:
                     out[f"paper_{name}"] = released(m, value, "paper")
                 if colluding is not None:

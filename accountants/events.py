@@ -10,10 +10,10 @@ Neighbouring relation throughout: add or remove one unit (a record, or every rec
 for the user-level algorithms), as in ULDP-FL §2.2 and the RDP analysis of the sampled Gaussian
 (Mironov, Talwar, Zhang 2019); `Group` widens the unit to k records.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 from uldp.errors import InvalidParameter
 
@@ -64,7 +64,7 @@ class Composed:
     Marathe & Kanani's horizontal composition (Theorem 3.9) is one: a subject's members' runs.
     """
 
-    events: tuple["Event", ...]
+    events: tuple[Event, ...]
 
     def __post_init__(self) -> None:
         if not self.events:
@@ -75,7 +75,7 @@ class Composed:
 class Group:
     """`event` for a group of k records added or removed together (ULDP-FL §2.2, Lemmas 5-6)."""
 
-    event: "Event"
+    event: Event
     k: int
 
     def __post_init__(self) -> None:
@@ -100,8 +100,8 @@ class KnownParticipation:
         SubsampledGaussian(self.sigma, self.q, self.rounds)  # the same ranges
 
 
-Mechanism = Union[SubsampledGaussian, ParallelSilos]
-Event = Union[SubsampledGaussian, ParallelSilos, Composed, Group, KnownParticipation]
+Mechanism = SubsampledGaussian | ParallelSilos
+Event = SubsampledGaussian | ParallelSilos | Composed | Group | KnownParticipation
 
 
 def silos_of(mechanism: Mechanism) -> tuple[SubsampledGaussian, ...]:
@@ -117,5 +117,8 @@ def describe(event: Event) -> str:
         return f"a group of {event.k} over {describe(event.event)}"
     if isinstance(event, Composed):
         return f"a composition of {len(event.events)} events"
-    return {SubsampledGaussian: "a sub-sampled Gaussian", ParallelSilos: "parallel silos",
-            KnownParticipation: "a known-participation mixture"}[type(event)]
+    return {
+        SubsampledGaussian: "a sub-sampled Gaussian",
+        ParallelSilos: "parallel silos",
+        KnownParticipation: "a known-participation mixture",
+    }[type(event)]

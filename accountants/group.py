@@ -9,13 +9,15 @@ Two conversions from the paper, both valid for every mechanism accounted by RDP:
   Fig. 2) so that k e^{(k-1) eps(delta')} delta' <= delta, entirely in log space.
 The tight PLD group bound lives in `accountants.pld`.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass
 
 import numpy as np
+
+from uldp.errors import InvalidParameter
 
 from .conversion import epsilon_curve, rdp_to_dp
 from .orders import DEFAULT_ORDERS, Orders, OrdersSpec
@@ -26,9 +28,9 @@ from .rdp import MAX_EXACT_ORDER
 @dataclass(frozen=True)
 class GroupBound:
     epsilon: float
-    order: float | None          # the order of the group guarantee that gave epsilon
-    base_order: float | None     # the order of the record-level RDP it came from
-    group_size_used: int         # k rounded up to a power of two for Lemma 6, else k
+    order: float | None  # the order of the group guarantee that gave epsilon
+    base_order: float | None  # the order of the record-level RDP it came from
+    group_size_used: int  # k rounded up to a power of two for Lemma 6, else k
     record_log_delta: float | None = None  # Lemma 5: ln of the record-level delta' used
     note: str = ""
 
@@ -62,23 +64,39 @@ def lemma6_orders(orders_spec: OrdersSpec, c: int) -> tuple[np.ndarray, np.ndarr
     return base, base / scale
 
 
-def rdp_group(profile: RdpProfile, k: int, log_delta: float, orders_spec: OrdersSpec = "default",
-              conversion: str = "improved") -> GroupBound:
+def rdp_group(
+    profile: RdpProfile,
+    k: int,
+    log_delta: float,
+    orders_spec: OrdersSpec = "default",
+    conversion: str = "improved",
+) -> GroupBound:
     """Group-k epsilon by Lemma 6 then Lemma 2 (Theorem 2's expression for ULDP-GROUP-k)."""
     c = doubling_exponent(k)
     base, beta = lemma6_orders(orders_spec, c)
     if base.size == 0:
-        return GroupBound(math.inf, None, None, 2**c,
-                          note=f"no order >= {2 ** (c + 1)} in the order set (Lemma 6 needs alpha >= 2^(c+1))")
-    conv = Orders.parse(orders_spec).best(lambda stage: rdp_to_dp(
-        stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion), grid=beta)
+        return GroupBound(
+            math.inf,
+            None,
+            None,
+            2**c,
+            note=f"no order >= {2 ** (c + 1)} in the order set (Lemma 6 needs alpha >= 2^(c+1))",
+        )
+    conv = Orders.parse(orders_spec).best(
+        lambda stage: rdp_to_dp(stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion), grid=beta
+    )
     base_order = None if conv.order is None else conv.order * 2**c
-    note = "" if k == 2**c else f"k={k} accounted as a group of {2 ** c} (next power of two)"
+    note = "" if k == 2**c else f"k={k} accounted as a group of {2**c} (next power of two)"
     return GroupBound(conv.epsilon, conv.order, base_order, 2**c, note=note)
 
 
-def normal_group(profile: RdpProfile, k: int, log_delta: float, orders_spec: OrdersSpec = "default",
-                 conversion: str = "improved") -> GroupBound:
+def normal_group(
+    profile: RdpProfile,
+    k: int,
+    log_delta: float,
+    orders_spec: OrdersSpec = "default",
+    conversion: str = "improved",
+) -> GroupBound:
     """Group-k epsilon by Lemma 5 on the RDP guarantee, with delta' searched in log space.
 
     Any delta' with log k + (k-1) eps(delta') + log delta' <= log delta gives the valid
@@ -88,11 +106,13 @@ def normal_group(profile: RdpProfile, k: int, log_delta: float, orders_spec: Ord
     always keeping a feasible end (the returned bound is checked feasible, never interpolated).
     """
     return Orders.parse(orders_spec).best(
-        lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion))
+        lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion)
+    )
 
 
-def _normal_group_at(profile: RdpProfile, k: int, log_delta: float, orders: np.ndarray,
-                     conversion: str) -> GroupBound:
+def _normal_group_at(
+    profile: RdpProfile, k: int, log_delta: float, orders: np.ndarray, conversion: str
+) -> GroupBound:
     rdp = profile.at(orders)
     if k == 1:
         conv = rdp_to_dp(orders, rdp, log_delta, conversion)
@@ -110,8 +130,9 @@ def _normal_group_at(profile: RdpProfile, k: int, log_delta: float, orders: np.n
     s, _ = slack(grid)
     feasible = np.flatnonzero(s <= 0)
     if feasible.size == 0:
-        return GroupBound(math.inf, None, None, k,
-                          note="no record-level delta' meets the group delta with these orders")
+        return GroupBound(
+            math.inf, None, None, k, note="no record-level delta' meets the group delta with these orders"
+        )
     i = feasible[0]
     lo = grid[i]  # feasible
     if i > 0:
@@ -127,5 +148,4 @@ def _normal_group_at(profile: RdpProfile, k: int, log_delta: float, orders: np.n
     eps_grid = epsilon_curve(orders, rdp, lo, conversion)[:, 0]
     best = int(np.argmin(eps_grid))
     eps_record = max(0.0, float(eps_grid[best]))
-    return GroupBound(k * eps_record, float(orders[best]), float(orders[best]), k,
-                      record_log_delta=float(lo))
+    return GroupBound(k * eps_record, float(orders[best]), float(orders[best]), k, record_log_delta=float(lo))

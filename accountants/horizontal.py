@@ -24,18 +24,20 @@ rate q; s of the N members are selected per round, for R rounds.
 - Over several subjects (`account_subjects`) the round limits are the least over their holdings:
   the subject with the largest epsilon at R rounds need not bind them (RDP curves cross).
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 import sys
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Callable, Sequence
+
+from uldp.errors import InvalidParameter
 
 from .account import record_level
 from .calibrate import calibrate, most_rounds
-from .events import Composed, SubsampledGaussian
+from .events import Composed, Event, SubsampledGaussian
 from .registry import account_event
 from .subject import subject_sampling_rate
 
@@ -57,13 +59,15 @@ class FederationRun:
         if self.members < 1 or self.local_steps < 1 or self.rounds < 0:
             raise InvalidParameter("members and local steps must be >= 1, rounds >= 0")
         if not 1 <= self.per_round <= self.members:
-            raise InvalidParameter(f"members per round s = {self.per_round} must be in [1, N = {self.members}]")
+            raise InvalidParameter(
+                f"members per round s = {self.per_round} must be in [1, N = {self.members}]"
+            )
         if not 0 < self.q <= 1:
             raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
         if not self.sigma > 0:
             raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
 
-    def with_rounds(self, rounds: int) -> "FederationRun":
+    def with_rounds(self, rounds: int) -> FederationRun:
         return FederationRun(self.members, self.per_round, rounds, self.local_steps, self.q, self.sigma)
 
 
@@ -79,7 +83,7 @@ def local_composition(run: FederationRun, holding: Sequence[int]) -> Composition
 def federation_composition(run: FederationRun, holding: Sequence[int]) -> Composition:
     """Worst case over member selection: each round the min(s, k) holders with most items take part."""
     _check_holding(run, holding)
-    top = sorted(holding, reverse=True)[:min(run.per_round, len(holding))]
+    top = sorted(holding, reverse=True)[: min(run.per_round, len(holding))]
     counts = Counter(subject_sampling_rate(run.q, m) for m in top)
     return tuple((rate, n * run.rounds * run.local_steps) for rate, n in sorted(counts.items(), reverse=True))
 
@@ -91,8 +95,15 @@ def composition_event(composition: Composition, sigma: float) -> Composed | None
     return Composed(parts) if parts else None
 
 
-def composed_epsilon(composition: Composition, sigma: float, delta: float, *, accountant: str = "rdp",
-                     conversion: str = "improved", orders="default") -> float:
+def composed_epsilon(
+    composition: Composition,
+    sigma: float,
+    delta: float,
+    *,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders="default",
+) -> float:
     """Epsilon of the sequential composition of Poisson-subsampled Gaussians (rate, steps).
 
     RDP: the holders' curves add (Lemma 1); PLD: one PLD of the composed events, which for one
@@ -107,49 +118,69 @@ def composed_epsilon(composition: Composition, sigma: float, delta: float, *, ac
 
 @dataclass(frozen=True)
 class SubjectGuarantee:
-    holding: tuple[int, ...]   # item counts at the members holding the subject
+    holding: tuple[int, ...]  # item counts at the members holding the subject
     local_epsilon: float
     federation_epsilon: float
-    members_composed: int      # min(s, k): holders taking part in one round, worst case
+    members_composed: int  # min(s, k): holders taking part in one round, worst case
 
 
-def subject_guarantee(run: FederationRun, holding: Sequence[int], delta: float,
-                      **accounting) -> SubjectGuarantee:
+def subject_guarantee(
+    run: FederationRun, holding: Sequence[int], delta: float, **accounting
+) -> SubjectGuarantee:
     """Local and federation-wide epsilon of one subject with this holding."""
     holding = tuple(sorted(holding, reverse=True))
     return SubjectGuarantee(
         holding,
         composed_epsilon(local_composition(run, holding), run.sigma, delta, **accounting),
         composed_epsilon(federation_composition(run, holding), run.sigma, delta, **accounting),
-        min(run.per_round, len(holding)))
+        min(run.per_round, len(holding)),
+    )
 
 
-def max_rounds(run: FederationRun, holding: Sequence[int], budget: float, delta: float, *,
-               federation: bool = True, **accounting) -> int:
+def max_rounds(
+    run: FederationRun,
+    holding: Sequence[int],
+    budget: float,
+    delta: float,
+    *,
+    federation: bool = True,
+    **accounting,
+) -> int:
     """The most rounds whose local (or federation-wide) epsilon stays within `budget`; 0 if none."""
     compose = federation_composition if federation else local_composition
     _check_accountant(accounting.get("accountant", "rdp"))
-    return most_rounds(lambda rounds: composition_event(compose(run.with_rounds(rounds), holding), run.sigma),
-                       budget, delta, **accounting)
+
+    def released(rounds: int) -> Event:
+        event = composition_event(compose(run.with_rounds(rounds), holding), run.sigma)
+        assert event is not None  # the search asks for one round or more, and every holder steps
+        return event
+
+    return most_rounds(
+        released,
+        budget,
+        delta,
+        **accounting,
+    )
 
 
 @dataclass(frozen=True)
 class RuleOfThumb:
     """Theorem 3.10's R / sqrt(s) rounds, checked against the exact horizontal composition."""
 
-    rounds: int                  # floor(R / sqrt(s))
-    federation_epsilon: float    # exact federation-wide epsilon at those rounds
-    local_epsilon: float         # the local guarantee over R rounds it is meant to keep
-    holds: bool                  # federation_epsilon <= local_epsilon
-    matching_rounds: int         # the most rounds whose federation epsilon <= local_epsilon
-    subject: str | None = None   # over several subjects: the one whose matching_rounds is smallest
+    rounds: int  # floor(R / sqrt(s))
+    federation_epsilon: float  # exact federation-wide epsilon at those rounds
+    local_epsilon: float  # the local guarantee over R rounds it is meant to keep
+    holds: bool  # federation_epsilon <= local_epsilon
+    matching_rounds: int  # the most rounds whose federation epsilon <= local_epsilon
+    subject: str | None = None  # over several subjects: the one whose matching_rounds is smallest
 
 
 def rule_of_thumb(run: FederationRun, holding: Sequence[int], delta: float, **accounting) -> RuleOfThumb:
     local = composed_epsilon(local_composition(run, holding), run.sigma, delta, **accounting)
     rounds = math.floor(run.rounds / math.sqrt(run.per_round))
-    fed = composed_epsilon(federation_composition(run.with_rounds(rounds), holding), run.sigma, delta,
-                           **accounting)
+    fed = composed_epsilon(
+        federation_composition(run.with_rounds(rounds), holding), run.sigma, delta, **accounting
+    )
     matching = max_rounds(run, holding, local, delta, **accounting) if local > 0 else 0
     return RuleOfThumb(rounds, fed, local, fed <= local, matching)
 
@@ -160,13 +191,22 @@ class GroupNoise:
 
     z: int
     sigma: float
-    item_epsilon: float      # E / Z
-    item_delta: float        # Delta / (Z e^{(Z-1) E / Z})
+    item_epsilon: float  # E / Z
+    item_delta: float  # Delta / (Z e^{(Z-1) E / Z})
     achieved_epsilon: float  # item-level epsilon of the returned sigma at item_delta (<= item_epsilon)
 
 
-def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, accountant: str = "rdp",
-                conversion: str = "improved", orders="default") -> GroupNoise:
+def group_noise(
+    z: int,
+    budget: float,
+    delta: float,
+    q: float,
+    steps: int,
+    *,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders="default",
+) -> GroupNoise:
     """sigma_Z so that `steps` DP-SGD steps at rate q are (E/Z, Delta/(Z e^{(Z-1)E/Z}))-DP per item.
 
     Corollary 3.5 (Theorem 3.4 read backwards, Dwork & Roth Thm 2.2 group privacy): that item-level
@@ -182,13 +222,16 @@ def group_noise(z: int, budget: float, delta: float, q: float, steps: int, *, ac
     log_item_delta = math.log(delta) - math.log(z) - (z - 1) * budget / z
     item_delta = math.exp(log_item_delta)
     if item_delta < sys.float_info.min:
-        raise InvalidParameter(f"--epsilon {budget:g} with --group-sizes {z}: LocalGroupDP's item delta "
-                         f"Delta / (Z e^((Z-1)E/Z)) = e^{log_item_delta:.6g} underflows a float; "
-                         "use a smaller --epsilon or group size")
+        raise InvalidParameter(
+            f"--epsilon {budget:g} with --group-sizes {z}: LocalGroupDP's item delta "
+            f"Delta / (Z e^((Z-1)E/Z)) = e^{log_item_delta:.6g} underflows a float; "
+            "use a smaller --epsilon or group size"
+        )
 
     def epsilon_of(sigma: float) -> float:
-        return record_level(SubsampledGaussian(sigma, q, steps), item_delta, accountant, conversion,
-                            orders).epsilon
+        return record_level(
+            SubsampledGaussian(sigma, q, steps), item_delta, accountant, conversion, orders
+        ).epsilon
 
     found = calibrate(epsilon_of, item_eps, "sigma")
     return GroupNoise(z, found.value, item_eps, item_delta, found.epsilon)
@@ -207,15 +250,14 @@ def _check_holding(run: FederationRun, holding: Sequence[int]) -> None:
         raise InvalidParameter(f"a subject held by {len(holding)} members, more than N = {run.members}")
 
 
-
 @dataclass(frozen=True)
 class RoundLimits:
     """The most rounds within a budget, for every subject: the minimum over their holdings."""
 
     budget: float
-    local: int               # most rounds with every subject's local epsilon within the budget
-    federation: int          # most rounds with every subject's federation-wide epsilon within it
-    local_subject: str       # a subject whose local limit is `local`
+    local: int  # most rounds with every subject's local epsilon within the budget
+    federation: int  # most rounds with every subject's federation-wide epsilon within it
+    local_subject: str  # a subject whose local limit is `local`
     federation_subject: str  # a subject whose federation-wide limit is `federation`
 
 
@@ -224,9 +266,9 @@ class SubjectReport:
     """Every subject's guarantees; the round limits and rule of thumb hold for all of them."""
 
     subjects: dict[str, SubjectGuarantee]
-    worst_subject: str           # largest federation-wide epsilon at R (ties: more holders)
-    local_subject: str           # largest local epsilon at R (ties: more items at one member)
-    rule_of_thumb: RuleOfThumb   # the subject with the fewest rounds keeping its own local epsilon
+    worst_subject: str  # largest federation-wide epsilon at R (ties: more holders)
+    local_subject: str  # largest local epsilon at R (ties: more items at one member)
+    rule_of_thumb: RuleOfThumb  # the subject with the fewest rounds keeping its own local epsilon
     limits: RoundLimits | None
     group_noise: tuple[GroupNoise, ...]
 
@@ -245,9 +287,16 @@ class SubjectReport:
         return max(self.subjects[self.local_subject].holding)
 
 
-def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], delta: float, *,
-                     budget: float | None = None, group_sizes: Sequence[int] = (),
-                     progress: Callable[[str], None] | None = None, **accounting) -> SubjectReport:
+def account_subjects(
+    run: FederationRun,
+    holdings: dict[str, Sequence[int]],
+    delta: float,
+    *,
+    budget: float | None = None,
+    group_sizes: Sequence[int] = (),
+    progress: Callable[[str], None] | None = None,
+    **accounting,
+) -> SubjectReport:
     """Local and federation-wide guarantees of every subject; round limits and rule of thumb for all.
 
     Subjects whose holdings compose alike (same busiest holder, same top-s holders) are accounted
@@ -268,7 +317,7 @@ def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], del
     subjects: dict[str, SubjectGuarantee] = {}
     for name, holding in holdings.items():
         top = tuple(sorted(holding, reverse=True))
-        key = top[:run.per_round]  # all that the local and federation compositions read
+        key = top[: run.per_round]  # all that the local and federation compositions read
         if key not in known:
             say(f"subject {name}")
             known[key] = subject_guarantee(run, top, delta, **accounting)
@@ -287,13 +336,20 @@ def account_subjects(run: FederationRun, holdings: dict[str, Sequence[int]], del
         limits = RoundLimits(budget, local, fed, local_name, fed_name)
     noise = []
     for z in dict.fromkeys(group_sizes):
+        assert budget is not None  # checked above: group sizes need a budget
         say(f"LocalGroupDP Z={z}")
         noise.append(group_noise(z, budget, delta, run.q, run.rounds * run.local_steps, **accounting))
     return SubjectReport(subjects, worst, busiest, thumb, limits, tuple(noise))
 
 
-def _binding_limit(run: FederationRun, distinct: list[tuple[str, SubjectGuarantee]], budget: float,
-                   delta: float, federation: bool, accounting: dict) -> tuple[int, str]:
+def _binding_limit(
+    run: FederationRun,
+    distinct: list[tuple[str, SubjectGuarantee]],
+    budget: float,
+    delta: float,
+    federation: bool,
+    accounting: dict,
+) -> tuple[int, str]:
     """The least max_rounds over the holdings, and a subject that has it.
 
     Epsilon grows with the rounds, so a holding within the budget at the least limit found so far
@@ -305,17 +361,22 @@ def _binding_limit(run: FederationRun, distinct: list[tuple[str, SubjectGuarante
     best: int | None = None
     name = ""
     for subject, g in sorted(distinct, key=lambda item: -at_r(item[1])):
-        if best is not None and composed_epsilon(compose(run.with_rounds(best), g.holding), run.sigma,
-                                                 delta, **accounting) <= budget:
+        if (
+            best is not None
+            and composed_epsilon(compose(run.with_rounds(best), g.holding), run.sigma, delta, **accounting)
+            <= budget
+        ):
             continue
         rounds = max_rounds(run, g.holding, budget, delta, federation=federation, **accounting)
         if best is None or rounds < best:
             best, name = rounds, subject
+    assert best is not None  # `distinct` holds at least one holding
     return best, name
 
 
-def _binding_rule_of_thumb(run: FederationRun, distinct: list[tuple[str, SubjectGuarantee]], delta: float,
-                           accounting: dict) -> RuleOfThumb:
+def _binding_rule_of_thumb(
+    run: FederationRun, distinct: list[tuple[str, SubjectGuarantee]], delta: float, accounting: dict
+) -> RuleOfThumb:
     """Theorem 3.10's check for the subject with the fewest rounds keeping its own local epsilon.
 
     A holding keeps its local epsilon (at R rounds) for r rounds iff r <= its matching_rounds, so
@@ -323,16 +384,29 @@ def _binding_rule_of_thumb(run: FederationRun, distinct: list[tuple[str, Subject
     its own local epsilon; a subject's federation epsilon is never judged against another's.
     """
     best: int | None = None
-    by_ratio = sorted(distinct, key=lambda item: -(item[1].federation_epsilon / item[1].local_epsilon
-                                                   if item[1].local_epsilon > 0 else 0.0))
+    by_ratio = sorted(
+        distinct,
+        key=lambda item: (
+            -(item[1].federation_epsilon / item[1].local_epsilon if item[1].local_epsilon > 0 else 0.0)
+        ),
+    )
     for subject, g in by_ratio:
-        if best is not None and composed_epsilon(federation_composition(run.with_rounds(best), g.holding),
-                                                 run.sigma, delta, **accounting) <= g.local_epsilon:
+        if (
+            best is not None
+            and composed_epsilon(
+                federation_composition(run.with_rounds(best), g.holding), run.sigma, delta, **accounting
+            )
+            <= g.local_epsilon
+        ):
             continue  # keeps its local epsilon for at least `best` rounds
-        rounds = max_rounds(run, g.holding, g.local_epsilon, delta, **accounting) if g.local_epsilon > 0 else 0
+        rounds = (
+            max_rounds(run, g.holding, g.local_epsilon, delta, **accounting) if g.local_epsilon > 0 else 0
+        )
         if best is None or rounds < best:
             best, name, binding = rounds, subject, g
+    assert best is not None and binding is not None  # `distinct` holds at least one holding
     thumb_rounds = math.floor(run.rounds / math.sqrt(run.per_round))
-    fed = composed_epsilon(federation_composition(run.with_rounds(thumb_rounds), binding.holding), run.sigma,
-                           delta, **accounting)
+    fed = composed_epsilon(
+        federation_composition(run.with_rounds(thumb_rounds), binding.holding), run.sigma, delta, **accounting
+    )
     return RuleOfThumb(thumb_rounds, fed, binding.local_epsilon, fed <= binding.local_epsilon, best, name)

@@ -4,15 +4,16 @@ The epsilon obtained from RDP is a minimum over the orders tried, so a set
 that is too coarse gives a valid but loose bound; it never gives an invalid one.
 `Orders` is the one description of such a set: a preset name or an explicit list.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Protocol, Sequence, TypeVar, Union
+from typing import Protocol, TypeVar
 
 import numpy as np
 
 from uldp.errors import InvalidParameter
-
 
 
 class _AtAnOrder(Protocol):
@@ -66,7 +67,7 @@ class Orders:
     values: tuple[float, ...] = ()
 
     @classmethod
-    def parse(cls, spec: "OrdersSpec") -> "Orders":
+    def parse(cls, spec: OrdersSpec) -> Orders:
         """A preset name, a comma list, a sequence of numbers, or an `Orders` (returned as is)."""
         if isinstance(spec, Orders):
             return spec
@@ -129,7 +130,7 @@ class Orders:
         return self.text
 
 
-OrdersSpec = Union[str, Sequence[float], np.ndarray, Orders]
+OrdersSpec = str | Sequence[float] | np.ndarray | Orders
 
 
 def resolve_orders(spec: OrdersSpec) -> np.ndarray:

@@ -20,14 +20,15 @@ delta(eps) = E_K[delta_Gauss(eps; sqrt(K) / sigma)] (Balle & Wang 2018, Thm. 8, 
 tight accountants (pld, prv) account `KnownParticipation` events with it
 (`known_participation_exact_epsilon`).
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 
 import numpy as np
-
 from scipy.special import log_ndtr, ndtr
+
+from uldp.errors import InvalidParameter
 
 from .conversion import Conversion
 from .events import KnownParticipation
@@ -61,14 +62,21 @@ def log_poisson_mixture(rate: float, x: np.ndarray) -> np.ndarray:
     return np.where(x <= 30.0, moderate, large)
 
 
-def known_participation_epsilon(sigma: float, q: float, rounds: int, delta: float, *,
-                                conversion: str = "improved",
-                                orders: str | np.ndarray = "default") -> Conversion:
+def known_participation_epsilon(
+    sigma: float,
+    q: float,
+    rounds: int,
+    delta: float,
+    *,
+    conversion: str = "improved",
+    orders: str | np.ndarray = "default",
+) -> Conversion:
     """Epsilon at `delta` for an observer who knows the rounds the user took part in (RDP)."""
     from .registry import account_event
 
-    found = account_event(KnownParticipation(sigma, q, rounds), delta, "rdp", conversion=conversion,
-                          orders=orders)
+    found = account_event(
+        KnownParticipation(sigma, q, rounds), delta, "rdp", conversion=conversion, orders=orders
+    )
     return Conversion(found.epsilon, found.order)
 
 

@@ -27,21 +27,34 @@ Budgets outside [epsilon*(q_min), epsilon*(q_cap)] are infeasible in one directi
 usable rate meets them, and the only admissible rate is 0 (the record is never sampled, so it
 spends nothing); above, even q_cap leaves budget unspent. `INFEASIBLE` says what to do with them.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 
 from uldp.errors import InvalidParameter
 
 from .personalized import EpsilonCurve
-from .rate_search import (BISECT_TOLERANCE, GRID_RATIO, SCF_POINTS, EpsilonTable, FeasibleRange, _bisect,
-                          _check_rates, _exact_from_table, _exact_search, _reaccount, feasible_range, fit_scf,
-                          rate_grid)
-from .rate_search import ScfFit  # noqa: F401  (the type of `fit_scf`'s answer, read with it)
+from .rate_search import (
+    BISECT_TOLERANCE,
+    GRID_RATIO,
+    SCF_POINTS,
+    EpsilonTable,
+    FeasibleRange,
+    ScfFit,  # noqa: F401  (the type of `fit_scf`'s answer, read with it)
+    _bisect,
+    _check_rates,
+    _exact_from_table,
+    _exact_search,
+    _reaccount,
+    feasible_range,
+    fit_scf,
+    rate_grid,
+)
 
 METHODS = ("exact", "scf", "bisect")
 
@@ -57,7 +70,6 @@ STATUSES = ("ok", "capped", "excluded-low", "excluded-high", "overspent", "possi
 OK, CAPPED, EXCLUDED_LOW, EXCLUDED_HIGH, OVERSPENT, POSSIBLY_OVERSPENT = range(6)
 #: Statuses of records whose budget is inside the feasible range.
 IN_RANGE = (OK, OVERSPENT, POSSIBLY_OVERSPENT)
-
 
 
 @dataclass
@@ -106,18 +118,22 @@ class Personalization:
             "method": self.method,
             "records": int(self.budgets.size),
             "in_range": int(inside.sum()),
-            "q_min": _stat(np.min, self.q[used]), "q_median": _stat(np.median, self.q[used]),
+            "q_min": _stat(np.min, self.q[used]),
+            "q_median": _stat(np.median, self.q[used]),
             "q_max": _stat(np.max, self.q[used]),
             "spent_max": _stat(np.max, self.spent),
             "spent_over_budget_mean": _stat(np.mean, self.spent[inside] / self.budgets[inside]),
-            "unused_mean": _stat(np.mean, unused), "unused_max": _stat(np.max, unused),
+            "unused_mean": _stat(np.mean, unused),
+            "unused_max": _stat(np.max, unused),
             "overspent": int(over.sum()),
             "overspent_up_to": int(over.sum() + self.possibly_overspent.sum()),
             "overspend_max": _stat(np.max, excess),
             "overspend_max_relative": _stat(np.max, excess / self.budgets[over]),
             "overspent_budget_max": _stat(np.max, self.budgets[over]),
-            "seconds": self.seconds, "check_seconds": self.check_seconds,
-            "evaluations": self.evaluations, **self.details,
+            "seconds": self.seconds,
+            "check_seconds": self.check_seconds,
+            "evaluations": self.evaluations,
+            **self.details,
         }
 
 
@@ -133,22 +149,30 @@ class Infeasible:
     def message(self, feasible: FeasibleRange) -> str:
         parts = []
         if self.low:
-            parts.append(f"{self.low} budget(s) in [{self.low_range[0]:.6g}, {self.low_range[1]:.6g}] "
-                         f"below epsilon*(q_min = {feasible.q_min:g}) = {feasible.epsilon_min:.6g}")
+            assert self.low_range is not None  # set whenever there are low budgets
+            parts.append(
+                f"{self.low} budget(s) in [{self.low_range[0]:.6g}, {self.low_range[1]:.6g}] "
+                f"below epsilon*(q_min = {feasible.q_min:g}) = {feasible.epsilon_min:.6g}"
+            )
         if self.high:
-            parts.append(f"{self.high} budget(s) in [{self.high_range[0]:.6g}, {self.high_range[1]:.6g}] "
-                         f"above epsilon*(q_cap = {feasible.q_cap:g}) = {feasible.epsilon_max:.6g}")
+            assert self.high_range is not None  # set whenever there are high budgets
+            parts.append(
+                f"{self.high} budget(s) in [{self.high_range[0]:.6g}, {self.high_range[1]:.6g}] "
+                f"above epsilon*(q_cap = {feasible.q_cap:g}) = {feasible.epsilon_max:.6g}"
+            )
         return "; ".join(parts)
 
 
-def infeasible_budgets(budgets: np.ndarray, feasible: FeasibleRange,
-                       counts: np.ndarray | None = None) -> Infeasible:
+def infeasible_budgets(
+    budgets: np.ndarray, feasible: FeasibleRange, counts: np.ndarray | None = None
+) -> Infeasible:
     """The budgets outside `feasible`; `counts` gives each budget's multiplicity (default 1)."""
     counts = np.ones(budgets.size, dtype=np.int64) if counts is None else counts
     low = budgets < feasible.epsilon_min
     high = budgets > feasible.epsilon_max
-    return Infeasible(int(counts[low].sum()), _range(budgets[low]), int(counts[high].sum()),
-                      _range(budgets[high]))
+    return Infeasible(
+        int(counts[low].sum()), _range(budgets[low]), int(counts[high].sum()), _range(budgets[high])
+    )
 
 
 def check_budgets(budgets: np.ndarray) -> np.ndarray:
@@ -158,15 +182,26 @@ def check_budgets(budgets: np.ndarray) -> np.ndarray:
         raise InvalidParameter("budgets must be a non-empty list of numbers")
     bad = np.flatnonzero(~(np.isfinite(budgets) & (budgets >= 0)))
     if bad.size:
-        raise InvalidParameter(f"budget {budgets[bad[0]]!r} (record {bad[0]}) is not a finite number >= 0"
-                         + (f"; {bad.size} such budgets" if bad.size > 1 else ""))
+        raise InvalidParameter(
+            f"budget {budgets[bad[0]]!r} (record {bad[0]}) is not a finite number >= 0"
+            + (f"; {bad.size} such budgets" if bad.size > 1 else "")
+        )
     return budgets
 
 
-def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exact",
-                q_min: float = DEFAULT_Q_MIN, q_cap: float = 1.0, infeasible: str = "clamp",
-                tolerance: float = BISECT_TOLERANCE, scf_points: int = SCF_POINTS,
-                grid_ratio: float = GRID_RATIO, table: EpsilonTable | None = None) -> Personalization:
+def personalize(
+    budgets: np.ndarray,
+    curve: EpsilonCurve,
+    *,
+    method: str = "exact",
+    q_min: float = DEFAULT_Q_MIN,
+    q_cap: float = 1.0,
+    infeasible: str = "clamp",
+    tolerance: float = BISECT_TOLERANCE,
+    scf_points: int = SCF_POINTS,
+    grid_ratio: float = GRID_RATIO,
+    table: EpsilonTable | None = None,
+) -> Personalization:
     """Every record's sampling rate under `method` (see the module docstring).
 
     `table` may pass an `epsilon_table` of the same curve and rates, already computed (the
@@ -190,8 +225,10 @@ def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exac
 
     off = infeasible_budgets(distinct, feasible, np.bincount(record_of))
     if infeasible == "fail" and (off.low or off.high):
-        raise InvalidParameter(f"infeasible budgets: {off.message(feasible)}; use --infeasible clamp "
-                         "or exclude, or change sigma / --q-min / --q-cap")
+        raise InvalidParameter(
+            f"infeasible budgets: {off.message(feasible)}; use --infeasible clamp "
+            "or exclude, or change sigma / --q-min / --q-cap"
+        )
     low = distinct < feasible.epsilon_min
     at_cap = distinct >= feasible.epsilon_max
     inside = ~low & ~at_cap
@@ -200,6 +237,7 @@ def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exac
     details: dict = {}
     check_seconds = 0.0
     if method == "exact":
+        monotone: bool | None
         if table is not None:
             q_u, spent_u = _exact_from_table(table, u)
             search, monotone = "the whole grid, tabulated", table.monotone
@@ -221,8 +259,14 @@ def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exac
         check_start = time.perf_counter()
         spent_u, lower_u, how = _reaccount(curve, q_u, u, table, q_min, q_cap, grid_ratio)
         check_seconds = time.perf_counter() - check_start
-        details = {"r2": fit.r2, "fit_a": fit.a, "fit_b": fit.b, "fit_c": fit.c,
-                   "scf_points": scf_points, "check": how}
+        details = {
+            "r2": fit.r2,
+            "fit_a": fit.a,
+            "fit_b": fit.b,
+            "fit_c": fit.c,
+            "scf_points": scf_points,
+            "check": how,
+        }
 
     q, spent, lower = np.zeros(distinct.size), np.zeros(distinct.size), np.zeros(distinct.size)
     q[inside], spent[inside], lower[inside] = q_u, spent_u, lower_u
@@ -238,9 +282,21 @@ def personalize(budgets: np.ndarray, curve: EpsilonCurve, *, method: str = "exac
         status[high] = EXCLUDED_HIGH
     q, spent, lower, status = q[record_of], spent[record_of], lower[record_of], status[record_of]
     seconds = time.perf_counter() - start - check_seconds
-    return Personalization(method, budgets, q, spent, lower, status, feasible, seconds,
-                           curve.evaluations - evaluations, check_seconds, details, off,
-                           int(distinct.size))
+    return Personalization(
+        method,
+        budgets,
+        q,
+        spent,
+        lower,
+        status,
+        feasible,
+        seconds,
+        curve.evaluations - evaluations,
+        check_seconds,
+        details,
+        off,
+        int(distinct.size),
+    )
 
 
 def _range(values: np.ndarray) -> tuple[float, float] | None:

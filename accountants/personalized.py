@@ -29,16 +29,17 @@ Evaluation is vectorised over q and alpha at integer orders (`subsampled_gaussia
 so one epsilon*(q) costs tens of microseconds and a curve of ten thousand rates a fraction of
 a second.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .calibrate import Calibration
-from .calibrate import calibrate
+from uldp.errors import InvalidParameter
+
+from .calibrate import Calibration, calibrate
 from .conversion import CONVERSIONS, epsilon_curve
 from .participation import log_poisson_mixture
 from .rdp import subsampled_gaussian_rdp_grid
@@ -95,14 +96,17 @@ class RecordSampledFL:
         if not 0 < self.client_rate <= 1:
             raise InvalidParameter(f"client rate must be in (0, 1], got {self.client_rate}")
         if self.threat_model not in THREAT_MODELS:
-            raise InvalidParameter(f"threat model must be one of {', '.join(THREAT_MODELS)}, "
-                             f"got {self.threat_model!r}")
+            raise InvalidParameter(
+                f"threat model must be one of {', '.join(THREAT_MODELS)}, got {self.threat_model!r}"
+            )
         if self.fixed_schedule:
             if self.threat_model != "server":
                 raise InvalidParameter("a fixed schedule applies to the server threat model only")
             if self.participations < 1:
-                raise InvalidParameter(f"a fixed schedule needs round(lambda T) >= 1 rounds, got "
-                                 f"round({self.client_rate:g} * {self.rounds}) = 0")
+                raise InvalidParameter(
+                    f"a fixed schedule needs round(lambda T) >= 1 rounds, got "
+                    f"round({self.client_rate:g} * {self.rounds}) = 0"
+                )
 
     @property
     def participations(self) -> int:
@@ -117,34 +121,51 @@ class RecordSampledFL:
 
     def assumptions(self) -> dict[str, str]:
         """What every epsilon of this run assumes, in words."""
-        steps = (f"tau = {self.local_steps} DP-SGD steps per round, sigma = {self.sigma:g}; "
-                 "each record Poisson-sampled with its own q")
+        steps = (
+            f"tau = {self.local_steps} DP-SGD steps per round, sigma = {self.sigma:g}; "
+            "each record Poisson-sampled with its own q"
+        )
         if self.fixed_schedule:
-            run = (f"T = {self.rounds} rounds, fixed schedule: every client takes part in exactly "
-                   f"k = round(lambda T) = {self.participations} rounds chosen in advance (no "
-                   f"client sampling); {steps}")
+            run = (
+                f"T = {self.rounds} rounds, fixed schedule: every client takes part in exactly "
+                f"k = round(lambda T) = {self.participations} rounds chosen in advance (no "
+                f"client sampling); {steps}"
+            )
         else:
-            run = (f"T = {self.rounds} rounds, clients Poisson-sampled with probability lambda = "
-                   f"{self.client_rate:g}; {steps}")
-        untrusted = ("T/(alpha-1) ln(1 - lambda + lambda e^{(alpha-1) tau rho(alpha, q)})")
+            run = (
+                f"T = {self.rounds} rounds, clients Poisson-sampled with probability lambda = "
+                f"{self.client_rate:g}; {steps}"
+            )
+        untrusted = "T/(alpha-1) ln(1 - lambda + lambda e^{(alpha-1) tau rho(alpha, q)})"
         if self.threat_model == "untrusted":
-            threat = ("untrusted clients or third parties (slides ch. 3 II): rho_FL = "
-                      f"{untrusted}; also valid for a server that sees which rounds the client "
-                      "joined")
+            threat = (
+                "untrusted clients or third parties (slides ch. 3 II): rho_FL = "
+                f"{untrusted}; also valid for a server that sees which rounds the client "
+                "joined"
+            )
         elif self.fixed_schedule:
-            threat = (f"honest-but-curious server (slides ch. 3 II), fixed schedule: rho_FL = "
-                      f"k tau rho(alpha, q) with k = {self.participations}; valid only if no "
-                      f"client takes part in more than {self.participations} rounds")
+            threat = (
+                f"honest-but-curious server (slides ch. 3 II), fixed schedule: rho_FL = "
+                f"k tau rho(alpha, q) with k = {self.participations}; valid only if no "
+                f"client takes part in more than {self.participations} rounds"
+            )
         elif self.client_rate < 1:
-            threat = (f"honest-but-curious server that sees which rounds the client joined: "
-                      f"rho_FL = {untrusted}, the exact RDP of the Poisson participation; the "
-                      "slides' lambda T tau rho(alpha, q) is only its expectation (not a bound) "
-                      "and is used only with --fixed-schedule")
+            threat = (
+                f"honest-but-curious server that sees which rounds the client joined: "
+                f"rho_FL = {untrusted}, the exact RDP of the Poisson participation; the "
+                "slides' lambda T tau rho(alpha, q) is only its expectation (not a bound) "
+                "and is used only with --fixed-schedule"
+            )
         else:
-            threat = ("honest-but-curious server (slides ch. 3 II), every client in every "
-                      "round: rho_FL = T tau rho(alpha, q)")
-        return {"run": run, "threat model": threat,
-                "neighbouring": "add or remove one record (record-level DP)"}
+            threat = (
+                "honest-but-curious server (slides ch. 3 II), every client in every "
+                "round: rho_FL = T tau rho(alpha, q)"
+            )
+        return {
+            "run": run,
+            "threat model": threat,
+            "neighbouring": "add or remove one record (record-level DP)",
+        }
 
 
 def fl_rdp(run: RecordSampledFL, qs: np.ndarray, orders: np.ndarray) -> np.ndarray:
@@ -170,8 +191,13 @@ class EpsilonCurve:
     both rho_FL formulas and the conversion are increasing in it).
     """
 
-    def __init__(self, run: RecordSampledFL, delta: float, conversion: str = "improved",
-                 orders: np.ndarray = PERSONALIZED_ORDERS) -> None:
+    def __init__(
+        self,
+        run: RecordSampledFL,
+        delta: float,
+        conversion: str = "improved",
+        orders: np.ndarray = PERSONALIZED_ORDERS,
+    ) -> None:
         if not 0 < delta < 1:
             raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
         if conversion not in CONVERSIONS:
@@ -184,23 +210,33 @@ class EpsilonCurve:
         qs = np.atleast_1d(np.asarray(qs, dtype=float))
         self.evaluations += qs.size
         rdp = fl_rdp(self.run, qs, self.orders)
-        eps = epsilon_curve(np.tile(self.orders, qs.size), rdp.ravel(), math.log(self.delta),
-                            self.conversion)
+        eps = epsilon_curve(np.tile(self.orders, qs.size), rdp.ravel(), math.log(self.delta), self.conversion)
         return np.maximum(eps.reshape(qs.size, self.orders.size).min(axis=1), 0.0)
 
     def assumptions(self) -> dict[str, str]:
-        conversion = ("improved, ULDP-FL Lemma 2" if self.conversion == "improved"
-                      else "classic, eps = rho + log(1/delta)/(alpha-1) (as in the slides)")
-        return {**self.run.assumptions(), "delta": f"{self.delta:g}",
-                "accountant": "RDP (Mironov et al. 2019, binomial sum at integer orders)",
-                "conversion": conversion,
-                "orders": orders_description(self.orders),
-                "bound": "every epsilon is an upper bound at this delta"}
+        conversion = (
+            "improved, ULDP-FL Lemma 2"
+            if self.conversion == "improved"
+            else "classic, eps = rho + log(1/delta)/(alpha-1) (as in the slides)"
+        )
+        return {
+            **self.run.assumptions(),
+            "delta": f"{self.delta:g}",
+            "accountant": "RDP (Mironov et al. 2019, binomial sum at integer orders)",
+            "conversion": conversion,
+            "orders": orders_description(self.orders),
+            "bound": "every epsilon is an upper bound at this delta",
+        }
 
 
-def calibrate_sigma(run: RecordSampledFL, delta: float, budget: float, q_cap: float = 1.0,
-                    conversion: str = "improved",
-                    orders: np.ndarray = PERSONALIZED_ORDERS) -> Calibration:
+def calibrate_sigma(
+    run: RecordSampledFL,
+    delta: float,
+    budget: float,
+    q_cap: float = 1.0,
+    conversion: str = "improved",
+    orders: np.ndarray = PERSONALIZED_ORDERS,
+) -> Calibration:
     """The noise for a personalised run: the smallest sigma with epsilon*(q_cap) <= `budget`.
 
     With `budget` the largest of the records' budgets, that record is sampled at q_cap (or just

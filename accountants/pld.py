@@ -39,16 +39,18 @@ q 0.01, 1e5 steps, delta 1e-5) this is 0.01-0.015% above the converged epsilon f
 k in 1, 2, 4, ..., 32, and the k = 32 group bound takes about 0.4 s (benchmarks/bench_pld_group.py);
 the same rule stays within 0.1% at sigma 0.7-10, q 1e-3-0.1, up to 1e6 steps.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
+from collections.abc import Iterator, Sequence
 from itertools import islice
-from typing import Iterator, Sequence
 
 import numpy as np
 from scipy.special import logsumexp
 from scipy.stats import binom
+
+from uldp.errors import InvalidParameter
 
 from .mechanism import Mechanism, ParallelSilos, SubsampledGaussian, silos_of
 
@@ -69,8 +71,9 @@ _MAX_STEP_POINTS = 1_000_000
 _MAX_COMPOSED_POINTS = 4_000_000
 
 
-def pld_epsilon(mechanism: Mechanism, delta: float, *, k: int = 1,
-                discretization: float | None = None) -> float:
+def pld_epsilon(
+    mechanism: Mechanism, delta: float, *, k: int = 1, discretization: float | None = None
+) -> float:
     """Upper bound on epsilon at `delta` for one record (k = 1) or a group of k records.
 
     `discretization` is dp-accounting's value_discretization_interval; by default it is chosen
@@ -84,8 +87,10 @@ def pld_epsilon(mechanism: Mechanism, delta: float, *, k: int = 1,
         raise InvalidParameter(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)
     if max(silo.steps for silo in silos) > MAX_STEPS:
-        raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
-                         "accountant (record level, up to 1e9 steps) or 'rdp'")
+        raise InvalidParameter(
+            f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
+            "accountant (record level, up to 1e9 steps) or 'rdp'"
+        )
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
         return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
@@ -94,13 +99,13 @@ def pld_epsilon(mechanism: Mechanism, delta: float, *, k: int = 1,
         raise InvalidParameter(
             f"a group of {k} records can be split over {len(silos)} silos in more than "
             f"{MAX_PARTITIONS} ways, too many for the PLD group bound; use the 'rdp' or "
-            "'normal' group method instead")
+            "'normal' group method instead"
+        )
     dominating = _dominating(mechanism) if isinstance(mechanism, ParallelSilos) else mechanism
     if discretization is None:
         discretization = min(_default_discretization(dominating, parts) for parts in partitions)
     cache: dict[int, object] = {}
-    return max(_group_epsilon(dominating, parts, delta, discretization, cache)
-               for parts in partitions)
+    return max(_group_epsilon(dominating, parts, delta, discretization, cache) for parts in partitions)
 
 
 def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float) -> float:
@@ -122,6 +127,7 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     for m in parts:
         unit = _unit_pld(m, 1, discretization)
         composed = unit if composed is None else composed.compose(unit)
+    assert composed is not None  # `parts` is not empty
     return float(composed.get_epsilon_for_delta(delta))
 
 
@@ -136,8 +142,9 @@ def _dominating(mechanism: ParallelSilos) -> SubsampledGaussian:
     steps, because fewer steps' outputs are a prefix of more steps' (post-processing).
     """
     silos = mechanism.silos
-    return SubsampledGaussian(sigma=min(s.sigma for s in silos), q=max(s.q for s in silos),
-                              steps=max(s.steps for s in silos))
+    return SubsampledGaussian(
+        sigma=min(s.sigma for s in silos), q=max(s.q for s in silos), steps=max(s.steps for s in silos)
+    )
 
 
 def _partitions(k: int, max_parts: int, largest: int | None = None) -> Iterator[tuple[int, ...]]:
@@ -173,8 +180,7 @@ def _loss_std(mechanism: SubsampledGaussian, k: int) -> float:
     sensitivities, probs = _mixture(k, mechanism.q)
     nodes, weights = np.polynomial.hermite_e.hermegauss(_HERMITE_NODES)
     x = sigma * nodes
-    loss = -logsumexp((np.outer(x, sensitivities) - sensitivities**2 / 2) / sigma**2, b=probs,
-                      axis=1)
+    loss = -logsumexp((np.outer(x, sensitivities) - sensitivities**2 / 2) / sigma**2, b=probs, axis=1)
     weights = weights / weights.sum()
     mean = weights @ loss
     return math.sqrt(max(weights @ (loss - mean) ** 2, 0.0))
@@ -194,8 +200,11 @@ def _default_discretization(mechanism: SubsampledGaussian, parts: tuple[int, ...
     reach = sum((part * _TAIL_SIGMAS * sigma + part * part / 2) / sigma**2 for part in parts)
     # The composed loss spreads as sqrt(steps) times one step's (q = 1: `std` is the whole run).
     composed_std = std * (math.sqrt(mechanism.steps) if mechanism.q < 1.0 else 1.0)
-    return max(std / _GRID_PER_LOSS_STD, 2 * reach / _MAX_STEP_POINTS,
-               2 * _TAIL_SIGMAS * composed_std / _MAX_COMPOSED_POINTS)
+    return max(
+        std / _GRID_PER_LOSS_STD,
+        2 * reach / _MAX_STEP_POINTS,
+        2 * _TAIL_SIGMAS * composed_std / _MAX_COMPOSED_POINTS,
+    )
 
 
 def _unit_pld(mechanism: SubsampledGaussian, k: int, discretization: float):
@@ -205,18 +214,28 @@ def _unit_pld(mechanism: SubsampledGaussian, k: int, discretization: float):
     if mechanism.q >= 1.0:
         # Composing Gaussians is exact: one Gaussian with noise sigma / sqrt(steps).
         return pld.from_gaussian_mechanism(
-            standard_deviation=mechanism.sigma / math.sqrt(mechanism.steps), sensitivity=k,
-            pessimistic_estimate=True, value_discretization_interval=discretization)
+            standard_deviation=mechanism.sigma / math.sqrt(mechanism.steps),
+            sensitivity=k,
+            pessimistic_estimate=True,
+            value_discretization_interval=discretization,
+        )
     if k == 1:
         step = pld.from_gaussian_mechanism(
-            standard_deviation=mechanism.sigma, sensitivity=1, sampling_prob=mechanism.q,
-            pessimistic_estimate=True, value_discretization_interval=discretization)
+            standard_deviation=mechanism.sigma,
+            sensitivity=1,
+            sampling_prob=mechanism.q,
+            pessimistic_estimate=True,
+            value_discretization_interval=discretization,
+        )
     else:
         sensitivities, probs = _mixture(k, mechanism.q)
         step = pld.from_mixture_gaussian_mechanism(
-            standard_deviation=mechanism.sigma, sensitivities=sensitivities.tolist(),
-            sampling_probs=probs.tolist(), pessimistic_estimate=True,
-            value_discretization_interval=discretization)
+            standard_deviation=mechanism.sigma,
+            sensitivities=sensitivities.tolist(),
+            sampling_probs=probs.tolist(),
+            pessimistic_estimate=True,
+            value_discretization_interval=discretization,
+        )
     return _as_dense(step, discretization).self_compose(mechanism.steps)
 
 
@@ -229,14 +248,20 @@ def _as_dense(pld_, discretization: float):
     compose it once with a dense identity (exactly, no tail truncation), which sends the
     self-composition down the FFT path.
     """
-    from dp_accounting.pld import pld_pmf, privacy_loss_distribution as pld
+    from dp_accounting.pld import pld_pmf
+    from dp_accounting.pld import privacy_loss_distribution as pld
 
     identity = pld_pmf.DensePLDPmf(discretization, 0, np.ones(1), 0.0, True)
     return pld_.compose(pld.PrivacyLossDistribution(identity), tail_mass_truncation=0.0)
 
 
-def _group_epsilon(mechanism: SubsampledGaussian, parts: tuple[int, ...], delta: float,
-                   discretization: float | None, cache: dict | None = None) -> float:
+def _group_epsilon(
+    mechanism: SubsampledGaussian,
+    parts: tuple[int, ...],
+    delta: float,
+    discretization: float | None,
+    cache: dict | None = None,
+) -> float:
     """Epsilon of the composition over silos of groups of `parts` records (one part: one silo)."""
     if mechanism.steps == 0:
         return 0.0
@@ -248,4 +273,5 @@ def _group_epsilon(mechanism: SubsampledGaussian, parts: tuple[int, ...], delta:
         if part not in cache:
             cache[part] = _unit_pld(mechanism, part, discretization)
         composed = cache[part] if composed is None else composed.compose(cache[part])
+    assert composed is not None  # a group has at least one part
     return float(composed.get_epsilon_for_delta(delta))

@@ -3,6 +3,7 @@
 Group privacy by Lemma 6 needs the RDP at orders 2^c * beta for several group sizes; many of
 these coincide, so one cache per event avoids evaluating the same order twice.
 """
+
 from __future__ import annotations
 
 import numpy as np

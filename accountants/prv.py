@@ -8,11 +8,11 @@ q 0.01, 1e5 steps, delta 1e-5: 2.637 against the converged 2.627).
 
 Both directions of add-or-remove adjacency. prv-accountant's PoissonSubsampledGaussianMechanism
 is the remove direction only: the pair (1 - q) N(0, sigma^2) + q N(1, sigma^2) against
-N(0, sigma^2), the privacy loss drawn under the distribution with the record. A neighbouring pair is one direction
-for every step of the run, so the run's epsilon is the larger of the two self-compositions, as
-dp-accounting's PLD accountant does; `_AddDirection` is the other one (the loss drawn under
-N(0, sigma^2), the distribution without the record). Neither direction dominates the other at
-every epsilon, so both are needed for an upper bound. With q = 1 the two coincide (a
+N(0, sigma^2), the privacy loss drawn under the distribution with the record. A neighbouring
+pair is one direction for every step of the run, so the run's epsilon is the larger of the two
+self-compositions, as dp-accounting's PLD accountant does; `_AddDirection` is the other one (the
+loss drawn under N(0, sigma^2), the distribution without the record). Neither direction
+dominates the other at every epsilon, so both are needed for an upper bound. With q = 1 the two coincide (a
 Gaussian's loss is symmetric). A ParallelSilos run is its worst silo (parallel composition).
 
 Grid. prv-accountant takes a mesh of eps_error / sqrt(steps / 2 log(12 / delta_error)) over
@@ -23,14 +23,16 @@ Grid. prv-accountant takes a mesh of eps_error / sqrt(steps / 2 log(12 / delta_e
 - beyond `MAX_GRID_POINTS` we coarsen the mesh and raise eps_error to match it, so a run of up
   to 1e9 steps still finishes in seconds, with a wider (still valid) upper bound.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 import warnings
 
 import numpy as np
 from scipy.special import ndtr
+
+from uldp.errors import InvalidParameter
 
 from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
@@ -38,8 +40,13 @@ DEFAULT_EPS_ERROR = 1e-2
 MAX_GRID_POINTS = 2**22
 
 
-def prv_epsilon(mechanism: Mechanism, delta: float, *, eps_error: float = DEFAULT_EPS_ERROR,
-                delta_error: float | None = None) -> float:
+def prv_epsilon(
+    mechanism: Mechanism,
+    delta: float,
+    *,
+    eps_error: float = DEFAULT_EPS_ERROR,
+    delta_error: float | None = None,
+) -> float:
     """Upper estimate of the record-level epsilon at `delta` (worst silo for ParallelSilos)."""
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
@@ -48,15 +55,17 @@ def prv_epsilon(mechanism: Mechanism, delta: float, *, eps_error: float = DEFAUL
     delta_error = delta / 1000 if delta_error is None else delta_error
     if not 0 < delta_error < delta:
         raise InvalidParameter(f"delta_error must be in (0, delta), got {delta_error}")
-    return max(_silo_epsilon(silo, delta, eps_error, delta_error, add)
-               for silo in silos_of(mechanism) for add in (False, True))
+    return max(
+        _silo_epsilon(silo, delta, eps_error, delta_error, add)
+        for silo in silos_of(mechanism)
+        for add in (False, True)
+    )
 
 
 def _add_direction(q: float, sigma: float):
     """The add direction of the Poisson-subsampled Gaussian as a prv-accountant PRV."""
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
-    from prv_accountant.privacy_random_variables.abstract_privacy_random_variable import (
-        PrivacyRandomVariable)
+    from prv_accountant.privacy_random_variables.abstract_privacy_random_variable import PrivacyRandomVariable
 
     class _AddDirection(PrivacyRandomVariable):
         """Loss Y = log N(0,s^2)(x) / ((1-q) N(0,s^2)(x) + q N(1,s^2)(x)) for x ~ N(0, s^2).
@@ -86,8 +95,9 @@ def _add_direction(q: float, sigma: float):
     return _AddDirection()
 
 
-def _silo_epsilon(mechanism: SubsampledGaussian, delta: float, eps_error: float,
-                  delta_error: float, add: bool) -> float:
+def _silo_epsilon(
+    mechanism: SubsampledGaussian, delta: float, eps_error: float, delta_error: float, add: bool
+) -> float:
     from prv_accountant import PRVAccountant
     from prv_accountant.accountant import compute_safe_domain_size
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
@@ -101,8 +111,9 @@ def _silo_epsilon(mechanism: SubsampledGaussian, delta: float, eps_error: float,
     if add:
         prv = _add_direction(mechanism.q, mechanism.sigma)
     else:
-        prv = PoissonSubsampledGaussianMechanism(sampling_probability=mechanism.q,
-                                                 noise_multiplier=mechanism.sigma)
+        prv = PoissonSubsampledGaussianMechanism(
+            sampling_probability=mechanism.q, noise_multiplier=mechanism.sigma
+        )
     half_width = compute_safe_domain_size([prv], [steps], eps_error, delta_error)
     # The mesh prv-accountant derives from eps_error (Gopi et al. Thm. 5.5).
     scale = math.sqrt(steps / 2 * math.log(12 / delta_error))
@@ -120,7 +131,12 @@ def _silo_epsilon(mechanism: SubsampledGaussian, delta: float, eps_error: float,
         # eps_max is prv-accountant's own safe domain, widened; its "assuming epsilon < eps_max"
         # warning does not apply.
         warnings.simplefilter("ignore", UserWarning)
-        accountant = PRVAccountant(prvs=[prv], eps_error=eps_error, delta_error=delta_error,
-                                   max_self_compositions=[steps], eps_max=eps_max)
+        accountant = PRVAccountant(
+            prvs=[prv],
+            eps_error=eps_error,
+            delta_error=delta_error,
+            max_self_compositions=[steps],
+            eps_max=eps_max,
+        )
     _, _, upper = accountant.compute_epsilon(delta, [steps])
     return float(upper)

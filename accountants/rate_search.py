@@ -5,11 +5,12 @@ curve epsilon*(q) (`personalized.EpsilonCurve`): the exact grid search, the slid
 (Simulation-CurveFitting) with its re-accounting, and the BinarySearch baseline. What each
 method means, and how its answers are reported, is in `accountants.personalization`.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -65,8 +66,9 @@ class EpsilonTable:
 
     @property
     def feasible(self) -> FeasibleRange:
-        return FeasibleRange(float(self.qs[0]), float(self.qs[-1]), float(self.epsilons[0]),
-                             float(self.epsilons[-1]))
+        return FeasibleRange(
+            float(self.qs[0]), float(self.qs[-1]), float(self.epsilons[0]), float(self.epsilons[-1])
+        )
 
     def bracket(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Lower and upper bounds on epsilon*(q) for rates in [q_min, q_cap], by monotonicity."""
@@ -76,8 +78,7 @@ class EpsilonTable:
         return self.epsilons[k], upper
 
 
-def epsilon_table(curve: EpsilonCurve, q_min: float, q_cap: float,
-                  ratio: float = GRID_RATIO) -> EpsilonTable:
+def epsilon_table(curve: EpsilonCurve, q_min: float, q_cap: float, ratio: float = GRID_RATIO) -> EpsilonTable:
     """Tabulate `curve` on `rate_grid(q_min, q_cap, ratio)`."""
     qs = rate_grid(q_min, q_cap, ratio)
     eps = curve(qs)
@@ -106,8 +107,9 @@ def _exact_from_table(table: EpsilonTable, u: np.ndarray) -> tuple[np.ndarray, n
     return table.qs[k], table.epsilons[k]
 
 
-def _exact_search(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray,
-                  feasible: FeasibleRange) -> tuple[np.ndarray, np.ndarray, str, bool | None]:
+def _exact_search(
+    curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, feasible: FeasibleRange
+) -> tuple[np.ndarray, np.ndarray, str, bool | None]:
     """For each sorted budget in `u`, the largest grid index whose epsilon is within it.
 
     Every strategy keeps the invariant epsilon(qs[lo]) <= budget, as evaluated, and returns such
@@ -131,21 +133,23 @@ def _exact_search(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray,
         _bisect_index(curve, qs, u, lo, hi, spent)
         return qs[lo], spent, "bisection on the grid index", None
 
-    scout, eps_scout = _evaluate_between(curve, qs, 0, n - 1, _SCOUT_POINTS, feasible.epsilon_min,
-                                         feasible.epsilon_max)
+    scout, eps_scout = _evaluate_between(
+        curve, qs, 0, n - 1, _SCOUT_POINTS, feasible.epsilon_min, feasible.epsilon_max
+    )
     envelope = np.maximum.accumulate(eps_scout)
     j = np.searchsorted(envelope, u[[0, -1]], side="right") - 1
     first, last = scout[j[0]], scout[j[1] + 1]
     if last - first <= guided_cost:  # tabulate the stretch
         eps = np.empty(last - first + 1)
-        eps[1:-1] = curve(qs[first + 1:last])
+        eps[1:-1] = curve(qs[first + 1 : last])
         eps[0], eps[-1] = eps_scout[j[0]], eps_scout[j[1] + 1]
         k = np.searchsorted(np.maximum.accumulate(eps), u, side="right") - 1
         monotone = bool(np.all(np.diff(eps) >= 0))
         return qs[first + k], eps[k], "the grid between the budgets' brackets, tabulated", monotone
 
-    guide, eps_guide = _evaluate_between(curve, qs, first, last, _GUIDE_POINTS,
-                                         eps_scout[j[0]], eps_scout[j[1] + 1])
+    guide, eps_guide = _evaluate_between(
+        curve, qs, first, last, _GUIDE_POINTS, eps_scout[j[0]], eps_scout[j[1] + 1]
+    )
     envelope = np.maximum.accumulate(eps_guide)
     j = np.searchsorted(envelope, u, side="right") - 1  # guide[j] <= answer < guide[j + 1]
     lo[:], hi[:], spent[:] = guide[j], guide[j + 1], eps_guide[j]
@@ -160,8 +164,9 @@ def _exact_search(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray,
     return qs[lo], spent, "guided probes on the grid index", monotone
 
 
-def _evaluate_between(curve: EpsilonCurve, qs: np.ndarray, first: int, last: int, points: int,
-                      eps_first: float, eps_last: float) -> tuple[np.ndarray, np.ndarray]:
+def _evaluate_between(
+    curve: EpsilonCurve, qs: np.ndarray, first: int, last: int, points: int, eps_first: float, eps_last: float
+) -> tuple[np.ndarray, np.ndarray]:
     """epsilon at about `points` grid indices from `first` to `last`; the ends are given, so that
     every stage agrees to the last bit on what it was told."""
     index = np.unique(np.round(np.linspace(first, last, points)).astype(np.int64))
@@ -171,8 +176,16 @@ def _evaluate_between(curve: EpsilonCurve, qs: np.ndarray, first: int, last: int
     return index, eps
 
 
-def _probe(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.ndarray, hi: np.ndarray,
-           spent: np.ndarray, start: np.ndarray, which: np.ndarray | None = None) -> None:
+def _probe(
+    curve: EpsilonCurve,
+    qs: np.ndarray,
+    u: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    spent: np.ndarray,
+    start: np.ndarray,
+    which: np.ndarray | None = None,
+) -> None:
     """Evaluate the indices start + _PROBES (inside each bracket) and tighten the brackets."""
     rows = np.flatnonzero(hi - lo > 1) if which is None else np.flatnonzero(which & (hi - lo > 1))
     if rows.size == 0:
@@ -189,8 +202,7 @@ def _probe(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.ndarray, h
     hi[rows] = np.minimum(hi[rows], above)
 
 
-def _interpolated_index(guide: np.ndarray, eps_guide: np.ndarray, j: np.ndarray,
-                        u: np.ndarray) -> np.ndarray:
+def _interpolated_index(guide: np.ndarray, eps_guide: np.ndarray, j: np.ndarray, u: np.ndarray) -> np.ndarray:
     """Each budget's grid index estimated from three guide points (Lagrange in log epsilon).
 
     log epsilon is smooth in log q, and the grid is geometric, so the index is a smooth function
@@ -212,8 +224,9 @@ def _interpolated_index(guide: np.ndarray, eps_guide: np.ndarray, j: np.ndarray,
     return np.where(np.isfinite(guess), guess, middle)
 
 
-def _bisect_index(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.ndarray,
-                  hi: np.ndarray, spent: np.ndarray) -> None:
+def _bisect_index(
+    curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.ndarray, hi: np.ndarray, spent: np.ndarray
+) -> None:
     """Bisection on the grid index, in place: epsilon(qs[lo]) = spent <= budget throughout."""
     while True:
         active = np.flatnonzero(hi - lo > 1)
@@ -226,8 +239,9 @@ def _bisect_index(curve: EpsilonCurve, qs: np.ndarray, u: np.ndarray, lo: np.nda
         hi[active[~fits]] = mid[~fits]
 
 
-def _bisect(curve: EpsilonCurve, u: np.ndarray, feasible: FeasibleRange,
-            tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+def _bisect(
+    curve: EpsilonCurve, u: np.ndarray, feasible: FeasibleRange, tolerance: float
+) -> tuple[np.ndarray, np.ndarray]:
     lo = np.full(u.size, feasible.q_min)
     hi = np.full(u.size, feasible.q_cap)
     spent = np.full(u.size, feasible.epsilon_min)
@@ -284,8 +298,15 @@ def fit_scf(curve: EpsilonCurve, q_cap: float, points: int = SCF_POINTS) -> ScfF
     return ScfFit(float(a), float(b), float(c), r2, qs, eps)
 
 
-def _reaccount(curve: EpsilonCurve, q: np.ndarray, budgets: np.ndarray, table: EpsilonTable | None,
-               q_min: float, q_cap: float, ratio: float) -> tuple[np.ndarray, np.ndarray, str]:
+def _reaccount(
+    curve: EpsilonCurve,
+    q: np.ndarray,
+    budgets: np.ndarray,
+    table: EpsilonTable | None,
+    q_min: float,
+    q_cap: float,
+    ratio: float,
+) -> tuple[np.ndarray, np.ndarray, str]:
     """epsilon*(q) of rates a method did not account, against their `budgets`: (upper, lower, how).
 
     Exactly (upper = lower) for up to `SCF_EXACT_CHECK_LIMIT` distinct rates. Beyond that every
@@ -309,11 +330,12 @@ def _reaccount(curve: EpsilonCurve, q: np.ndarray, budgets: np.ndarray, table: E
         unsettled, back, rates = unsettled[keep], back[keep], rates[:SCF_EXACT_CHECK_LIMIT]
     eps = _evaluate(curve, rates)[back]
     lower[unsettled] = upper[unsettled] = eps
-    how = (f"{distinct.size} distinct rates bracketed on the exact grid (ratio {ratio:g}); the "
-           f"{rates.size} whose bracket straddles the budget re-accounted exactly")
+    how = (
+        f"{distinct.size} distinct rates bracketed on the exact grid (ratio {ratio:g}); the "
+        f"{rates.size} whose bracket straddles the budget re-accounted exactly"
+    )
     if not exact:
-        how += (f" (limit {SCF_EXACT_CHECK_LIMIT}; the others keep their bracket: possibly "
-                "over-spent)")
+        how += f" (limit {SCF_EXACT_CHECK_LIMIT}; the others keep their bracket: possibly over-spent)"
     return upper, lower, how
 
 
@@ -321,7 +343,7 @@ def _evaluate(curve: EpsilonCurve, qs: np.ndarray) -> np.ndarray:
     """curve(qs) in chunks of `_CHUNK` rates (the same values, less memory and time)."""
     if qs.size == 0:
         return np.zeros(0)
-    return np.concatenate([curve(qs[i:i + _CHUNK]) for i in range(0, qs.size, _CHUNK)])
+    return np.concatenate([curve(qs[i : i + _CHUNK]) for i in range(0, qs.size, _CHUNK)])
 
 
 def _check_rates(q_min: float, q_cap: float) -> None:
@@ -329,5 +351,3 @@ def _check_rates(q_min: float, q_cap: float) -> None:
         raise InvalidParameter(f"q cap must be in (0, 1], got {q_cap:g}")
     if not 0 < q_min <= q_cap:
         raise InvalidParameter(f"q min must be in (0, q cap = {q_cap:g}], got {q_min:g}")
-
-

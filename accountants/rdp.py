@@ -16,16 +16,26 @@ integer orders the results agree with `dp_accounting.rdp.RdpAccountant` to 1e-6 
 fractional orders ours keep the alternating signs of the series and are lower (tighter), and are
 checked against 30-digit quadrature of the definition instead (tests/accountants/test_rdp.py).
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 from functools import lru_cache
 
 import numpy as np
 from scipy.special import gammaln, gammasgn, log_ndtr
 
-from .events import (Composed, Event, KnownParticipation, Mechanism, ParallelSilos, SubsampledGaussian,
-                     describe, silos_of)
+from uldp.errors import InvalidParameter
+
+from .events import (
+    Composed,
+    Event,
+    KnownParticipation,
+    Mechanism,
+    ParallelSilos,
+    SubsampledGaussian,
+    describe,
+    silos_of,
+)
 from .participation import known_participation_rdp
 
 # Orders above this use the Gaussian bound alpha / (2 sigma^2) (sub-sampling can only lower the
@@ -76,8 +86,11 @@ def _log_a_int(alphas: np.ndarray, q: float, sigma: float) -> np.ndarray:
         i = np.arange(2, int(batch.max()) + 1, dtype=float)[None, :]
         with np.errstate(invalid="ignore"):
             log_excess = (
-                gammaln(batch + 1.0) - gammaln(i + 1.0) - gammaln(np.maximum(batch - i, 0.0) + 1.0)
-                + i * np.log(q) + (batch - i) * np.log1p(-q)
+                gammaln(batch + 1.0)
+                - gammaln(i + 1.0)
+                - gammaln(np.maximum(batch - i, 0.0) + 1.0)
+                + i * np.log(q)
+                + (batch - i) * np.log1p(-q)
                 + _log_expm1((i * i - i) / (2.0 * sigma**2))
             )
         log_excess = np.where(i <= batch, log_excess, -np.inf)
@@ -103,15 +116,18 @@ def _log_a_frac(alpha: float, q: float, sigma: float) -> float:
         j = alpha - i
         log_coef = gammaln(alpha + 1.0) - gammaln(i + 1.0) - gammaln(j + 1.0)
         sign = gammasgn(j + 1.0)
-        log_s0 = (log_coef + i * log_q + j * log_1mq + (i * i - i) / (2.0 * sigma**2)
-                  + log_ndtr((z0 - i) / sigma))
-        log_s1 = (log_coef + j * log_q + i * log_1mq + (j * j - j) / (2.0 * sigma**2)
-                  + log_ndtr((j - z0) / sigma))
+        log_s0 = (
+            log_coef + i * log_q + j * log_1mq + (i * i - i) / (2.0 * sigma**2) + log_ndtr((z0 - i) / sigma)
+        )
+        log_s1 = (
+            log_coef + j * log_q + i * log_1mq + (j * j - j) / (2.0 * sigma**2) + log_ndtr((j - z0) / sigma)
+        )
         log_mag = np.logaddexp(log_s0, log_s1)
         total = np.logaddexp.accumulate(log_mag)
         done = np.zeros(n, dtype=bool)
-        done[1:] = ((log_s0[1:] < log_s0[:-1]) & (log_s1[1:] < log_s1[:-1])
-                    & (log_mag[1:] < total[1:] - _LOG_TAIL))
+        done[1:] = (
+            (log_s0[1:] < log_s0[:-1]) & (log_s1[1:] < log_s1[:-1]) & (log_mag[1:] < total[1:] - _LOG_TAIL)
+        )
         hits = np.flatnonzero(done)
         if hits.size:
             last = hits[0]
@@ -237,8 +253,12 @@ def subsampled_gaussian_rdp_grid(orders: np.ndarray, sigma: float, qs: np.ndarra
     """
     orders = np.asarray(orders, dtype=float)
     qs = np.atleast_1d(np.asarray(qs, dtype=float))
-    if (orders.size == 0 or np.any(orders != np.round(orders)) or np.any(orders < 2)
-            or np.any(orders > MAX_EXACT_ORDER)):
+    if (
+        orders.size == 0
+        or np.any(orders != np.round(orders))
+        or np.any(orders < 2)
+        or np.any(orders > MAX_EXACT_ORDER)
+    ):
         raise InvalidParameter(f"orders must be integers in [2, {MAX_EXACT_ORDER}], got {orders}")
     if not np.all((qs > 0) & (qs <= 1)):
         raise InvalidParameter("sampling rates must be in (0, 1]")
@@ -250,7 +270,7 @@ def subsampled_gaussian_rdp_grid(orders: np.ndarray, sigma: float, qs: np.ndarra
     sampled = np.flatnonzero(qs < 1.0)
     block = max(1, _GRID_BLOCK_ELEMENTS // log_coef.size)
     for start in range(0, sampled.size, block):
-        rows = sampled[start:start + block]
+        rows = sampled[start : start + block]
         q = qs[rows, None]
         terms = log_coef + i * np.log(q) + j * np.log1p(-q)
         peak = np.maximum.reduceat(terms, starts, axis=1)

@@ -6,6 +6,7 @@ Lemma 6 (`group_method="rdp"`) or Lemma 5 (`"normal"`) from its event's curve
 (`accountants.group`). The curve is converted by Lemma 2 or Mironov 2017 Prop. 3
 (`accountants.conversion`) at the best order of the set, tried in stages (`Orders.best`).
 """
+
 from __future__ import annotations
 
 import math
@@ -41,9 +42,17 @@ class RdpAccountant:
             return None
         return None if isinstance(event, _CURVES) else f"unknown event {describe(event)}"
 
-    def epsilon(self, event: Event, delta: float, *, conversion: str = "improved",
-                orders: OrdersSpec = "default", group_method: str = "rdp",
-                profile: RdpProfile | None = None, **_: object) -> Accounted:
+    def epsilon(
+        self,
+        event: Event,
+        delta: float,
+        *,
+        conversion: str = "improved",
+        orders: OrdersSpec = "default",
+        group_method: str = "rdp",
+        profile: RdpProfile | None = None,
+        **_: object,
+    ) -> Accounted:
         """Epsilon at `delta`; `profile` (the curve of the event, or of a group's event) is reused
         when given, so several k and methods of one run evaluate each order once."""
         from uldp.errors import InvalidParameter
@@ -54,12 +63,13 @@ class RdpAccountant:
         log_delta = math.log(delta)
         if isinstance(event, Group):
             if group_method not in RDP_GROUP_METHODS:
-                raise InvalidParameter(f"the rdp accountant's group method must be one of "
-                                       f"{', '.join(RDP_GROUP_METHODS)}, got {group_method!r}")
+                raise InvalidParameter(
+                    f"the rdp accountant's group method must be one of "
+                    f"{', '.join(RDP_GROUP_METHODS)}, got {group_method!r}"
+                )
             convert = rdp_group if group_method == "rdp" else normal_group
             bound = convert(profile or RdpProfile(event.event), event.k, log_delta, orders, conversion)
-            return Accounted(bound.epsilon, bound.order, bound.base_order, bound.group_size_used,
-                             bound.note)
+            return Accounted(bound.epsilon, bound.order, bound.base_order, bound.group_size_used, bound.note)
         curve = profile.at if profile is not None else (lambda grid: event_rdp(event, grid))
         conv = orders.best(lambda grid: rdp_to_dp(grid, curve(grid), log_delta, conversion))
         return Accounted(conv.epsilon, conv.order, conv.order, 1)

@@ -3,6 +3,7 @@
 A new accountant is one module with a class satisfying `accountants.accountant.Accountant` and
 one line here. Nothing outside this registry chooses an accountant by its name.
 """
+
 from __future__ import annotations
 
 from uldp.errors import InvalidParameter

@@ -8,16 +8,18 @@ P(x; alpha) = alpha x^(alpha - 1) on [0, 1]).
 A subject's holding is the list of its item counts at the members holding it; the accounting
 (`accountants.horizontal`) needs only that list.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import csv
 import math
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import numpy as np
+
+from uldp.errors import InvalidParameter
 
 #: How a subject's items are spread over the members (§4.2); budgets.DISTRIBUTIONS are record budgets.
 ALLOCATIONS = ("uniform", "power")
@@ -77,8 +79,10 @@ def read_holdings(path: Path) -> dict[str, list[int]]:
     elif len(rows[0]) >= 2 and all(_is_number(cell) for cell in rows[0][:2]):
         subject_col, member_col = 0, 1
     else:
-        raise InvalidParameter(f"--holdings: the first row of {path} must be a header naming the columns "
-                         f"subject and member (e.g. {HOLDINGS_HEADER!r}), got {','.join(rows[0])!r}")
+        raise InvalidParameter(
+            f"--holdings: the first row of {path} must be a header naming the columns "
+            f"subject and member (e.g. {HOLDINGS_HEADER!r}), got {','.join(rows[0])!r}"
+        )
     if not rows:
         raise InvalidParameter(f"--holdings: {path} has no (subject, member) rows")
     width = max(subject_col, member_col) + 1

@@ -5,6 +5,7 @@ when an event is accounted (importing dp_accounting costs about a second). A `Kn
 event (the server's view, ULDP-FL Algorithm 4) has an exact privacy profile, which both use
 (`participation.known_participation_exact_epsilon`).
 """
+
 from __future__ import annotations
 
 from typing import cast
@@ -21,7 +22,7 @@ class _TightAccountant:
 
     name: str
     converts_rdp = False
-    no_groups: str | None = None        # why groups are refused; None: groups of runs accounted
+    no_groups: str | None = None  # why groups are refused; None: groups of runs accounted
     no_compositions: str | None = None  # why compositions are refused; None: of sub-sampled Gaussians
 
     def supports(self, event: Event) -> str | None:
@@ -56,7 +57,9 @@ class PldAccountant(_TightAccountant):
         from .pld import pld_epsilon, pld_epsilon_composed
 
         if isinstance(event, Group):
-            return Accounted(pld_epsilon(cast(Mechanism, event.event), delta, k=event.k), group_size_used=event.k)
+            return Accounted(
+                pld_epsilon(cast(Mechanism, event.event), delta, k=event.k), group_size_used=event.k
+            )
         if isinstance(event, Composed):
             return Accounted(pld_epsilon_composed(cast(tuple[SubsampledGaussian, ...], event.events), delta))
         return Accounted(pld_epsilon(cast(Mechanism, event), delta))

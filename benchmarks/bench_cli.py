@@ -5,6 +5,7 @@
 Prints the median and best of `--repeat` runs of each command (after one warm-up run that fills
 the OS file cache), with the machine it ran on. Figures go to docs/performance.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,24 +15,76 @@ import statistics
 import subprocess
 import sys
 import time
+
 from uldp.cli.machine import describe_machine
 
 COMMANDS = {
     "account (Fig. 2, k = 1..64, rdp + normal)": [
-        "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
-        "--k", "1,2,4,8,16,32,64", "--group-method", "rdp,normal"],
+        "account",
+        "--sigma",
+        "5",
+        "--q",
+        "0.01",
+        "--steps",
+        "100000",
+        "--k",
+        "1,2,4,8,16,32,64",
+        "--group-method",
+        "rdp,normal",
+    ],
     "account (Fig. 2, k = 1..64, pld group)": [
-        "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
-        "--k", "1,2,4,8,16,32,64", "--group-method", "pld"],
+        "account",
+        "--sigma",
+        "5",
+        "--q",
+        "0.01",
+        "--steps",
+        "100000",
+        "--k",
+        "1,2,4,8,16,32,64",
+        "--group-method",
+        "pld",
+    ],
     "account (Fig. 2, record level, rdp + pld + prv)": [
-        "account", "--sigma", "5", "--q", "0.01", "--steps", "100000",
-        "--accountant", "rdp,pld,prv"],
+        "account",
+        "--sigma",
+        "5",
+        "--q",
+        "0.01",
+        "--steps",
+        "100000",
+        "--accountant",
+        "rdp,pld,prv",
+    ],
     "calibrate sigma (eps 3, q 0.01, 1e5 steps)": [
-        "calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "100000"],
+        "calibrate",
+        "--epsilon",
+        "3",
+        "--q",
+        "0.01",
+        "--steps",
+        "100000",
+    ],
     "calibrate steps (eps 3, q 0.01, sigma 5)": [
-        "calibrate", "--epsilon", "3", "--q", "0.01", "--sigma", "5"],
+        "calibrate",
+        "--epsilon",
+        "3",
+        "--q",
+        "0.01",
+        "--sigma",
+        "5",
+    ],
     "account --algo uldp-avg (user level)": [
-        "account", "--algo", "uldp-avg", "--sigma", "5", "--rounds", "100", "--user-q", "0.5"],
+        "account",
+        "--algo",
+        "uldp-avg",
+        "--sigma",
+        "5",
+        "--rounds",
+        "100",
+        "--user-q",
+        "0.5",
+    ],
     "--help": ["--help"],
 }
 
@@ -52,7 +105,6 @@ def time_command(args: list[str], repeat: int) -> list[float]:
     return times
 
 
-
 def run_commands(commands: dict[str, list[str]], *, default_repeat: int, description: str) -> None:
     """Time each of `commands` as fresh processes and print a table (or JSON with --format json)."""
     parser = argparse.ArgumentParser(description=description)
@@ -62,8 +114,14 @@ def run_commands(commands: dict[str, list[str]], *, default_repeat: int, descrip
     rows = []
     for name, cmd in commands.items():
         times = time_command(cmd, args.repeat)
-        rows.append({"benchmark": name, "command": "uldp " + " ".join(cmd),
-                     "median_s": statistics.median(times), "best_s": min(times)})
+        rows.append(
+            {
+                "benchmark": name,
+                "command": "uldp " + " ".join(cmd),
+                "median_s": statistics.median(times),
+                "best_s": min(times),
+            }
+        )
     if args.format == "json":
         print(json.dumps({"machine": describe_machine(), "repeat": args.repeat, "results": rows}, indent=2))
         return

@@ -13,6 +13,7 @@
    (draw, calibrate sigma, invert, write the CSV), then as a fresh `uldp personalize` process
    writing its CSV (imports included), the median of `--repeat` runs.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,12 +31,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from uldp.accountants.budgets import sample_budgets  # noqa: E402
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
 from uldp.accountants.personalization import METHODS, personalize  # noqa: E402
+from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
 from uldp.cli.machine import describe_machine
 
-PUBLISHED = {"group-3": {"bisect": 1.69, "scf": 13.11}, "group-100": {"bisect": 52.50, "scf": 13.32},
-             "individual-1000": {"bisect": 597.82, "scf": 14.10}}
+PUBLISHED = {
+    "group-3": {"bisect": 1.69, "scf": 13.11},
+    "group-100": {"bisect": 52.50, "scf": 13.32},
+    "individual-1000": {"bisect": 597.82, "scf": 14.10},
+}
 RUN = RecordSampledFL(sigma=1.0, local_steps=10, rounds=50, client_rate=1.0)
 DELTA = 1e-5
 
@@ -52,11 +56,21 @@ def side_by_side(name: str, records: int, repeat: int) -> list[dict]:
             times.append(result.seconds + result.check_seconds)
         rates[method] = result.q
         s = result.summary()
-        rows.append({"set": name, "records": records, "distinct": int(np.unique(budgets).size),
-                     "sigma": sigma, "method": method, "seconds": statistics.median(times),
-                     "evaluations": s["evaluations"], "overspent": s["overspent"],
-                     "overspend_max": s["overspend_max"], "r2": s.get("r2"),
-                     "published_seconds": PUBLISHED[name].get(method)})
+        rows.append(
+            {
+                "set": name,
+                "records": records,
+                "distinct": int(np.unique(budgets).size),
+                "sigma": sigma,
+                "method": method,
+                "seconds": statistics.median(times),
+                "evaluations": s["evaluations"],
+                "overspent": s["overspent"],
+                "overspend_max": s["overspend_max"],
+                "r2": s.get("r2"),
+                "published_seconds": PUBLISHED[name].get(method),
+            }
+        )
     for row in rows:
         q, ref = rates[row["method"]], rates["bisect"]
         used = ref > 0
@@ -75,22 +89,46 @@ def big_library(records: int) -> dict:
     result = personalize(budgets, EpsilonCurve(replace(RUN, sigma=sigma), DELTA))
     inverted = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
-        write_rates(Path(tmp) / "q.csv", Budgets(np.arange(records), "id", "epsilon", budgets, "bench"),
-                    result)
+        write_rates(
+            Path(tmp) / "q.csv", Budgets(np.arange(records), "id", "epsilon", budgets, "bench"), result
+        )
     written = time.perf_counter()
-    return {"records": records, "distinct": int(np.unique(budgets).size), "sigma": sigma,
-            "draw_s": drawn - start, "calibrate_s": calibrated - drawn,
-            "exact_s": inverted - calibrated, "write_csv_s": written - inverted,
-            "total_s": written - start, "evaluations": result.evaluations,
-            "overspent": result.summary()["overspent"]}
+    return {
+        "records": records,
+        "distinct": int(np.unique(budgets).size),
+        "sigma": sigma,
+        "draw_s": drawn - start,
+        "calibrate_s": calibrated - drawn,
+        "exact_s": inverted - calibrated,
+        "write_csv_s": written - inverted,
+        "total_s": written - start,
+        "evaluations": result.evaluations,
+        "overspent": result.summary()["overspent"],
+    }
 
 
 def big_cli(records: int, repeat: int) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "q.csv"
-        cmd = [sys.executable, "-m", "uldp", "personalize", "--distribution", "individual-1000",
-               "--records", str(records), "--calibrate-sigma", "--tau", "10", "--rounds", "50",
-               "--out", str(out), "--format", "json"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "uldp",
+            "personalize",
+            "--distribution",
+            "individual-1000",
+            "--records",
+            str(records),
+            "--calibrate-sigma",
+            "--tau",
+            "10",
+            "--rounds",
+            "50",
+            "--out",
+            str(out),
+            "--format",
+            "json",
+        ]
         subprocess.run(cmd, check=True, capture_output=True)  # warm-up: the OS file cache
         times = []
         for _ in range(repeat):
@@ -98,9 +136,12 @@ def big_cli(records: int, repeat: int) -> dict:
             subprocess.run(cmd, check=True, capture_output=True)
             times.append(time.perf_counter() - start)
         size = out.stat().st_size
-    return {"command": "uldp " + " ".join(cmd[3:]).replace(str(out), "/tmp/q.csv"),
-            "median_s": statistics.median(times), "best_s": min(times), "csv_bytes": size}
-
+    return {
+        "command": "uldp " + " ".join(cmd[3:]).replace(str(out), "/tmp/q.csv"),
+        "median_s": statistics.median(times),
+        "best_s": min(times),
+        "csv_bytes": size,
+    }
 
 
 def main() -> None:
@@ -114,27 +155,40 @@ def main() -> None:
     rows = [row for name in PUBLISHED for row in side_by_side(name, args.records, args.repeat)]
     big = big_library(args.big)
     cli = big_cli(args.big, args.repeat)
-    doc = {"machine": describe_machine(), "run": "T = 50, tau = 10, lambda = 1, untrusted, delta = 1e-5, "
-                                        "sigma calibrated to the largest budget at q = 1",
-           "methods": rows, "big_library": big, "big_cli": cli}
+    doc = {
+        "machine": describe_machine(),
+        "run": "T = 50, tau = 10, lambda = 1, untrusted, delta = 1e-5, "
+        "sigma calibrated to the largest budget at q = 1",
+        "methods": rows,
+        "big_library": big,
+        "big_cli": cli,
+    }
     if args.format == "json":
         print(json.dumps(doc, indent=2))
         return
     print(f"machine: {doc['machine']}\nrun: {doc['run']}\n")
-    print(f"{'set':16} {'n':>6} {'sigma':>6} {'method':7} {'seconds':>9} {'published':>9} "
-          f"{'evals':>6} {'overspent':>9} {'max over':>9} {'q gap':>8}")
+    print(
+        f"{'set':16} {'n':>6} {'sigma':>6} {'method':7} {'seconds':>9} {'published':>9} "
+        f"{'evals':>6} {'overspent':>9} {'max over':>9} {'q gap':>8}"
+    )
     for r in rows:
         published = "-" if r["published_seconds"] is None else f"{r['published_seconds']:.2f}"
         over = "-" if r["overspend_max"] is None else f"{r['overspend_max']:.3g}"
-        print(f"{r['set']:16} {r['distinct']:>6} {r['sigma']:>6.4g} {r['method']:7} {r['seconds']:>9.4f} "
-              f"{published:>9} {r['evaluations']:>6} {r['overspent']:>9} {over:>9} "
-              f"{r['max_q_gap_vs_bisect']:>8.2e}")
-    print(f"\n{big['records']:,} records ({big['distinct']:,} distinct budgets), exact, library: "
-          f"draw {big['draw_s']:.3f} s, calibrate sigma {big['calibrate_s']:.3f} s, exact "
-          f"{big['exact_s']:.3f} s, write CSV {big['write_csv_s']:.3f} s, total {big['total_s']:.3f} s; "
-          f"overspent {big['overspent']}")
-    print(f"CLI, fresh process: median {cli['median_s']:.2f} s, best {cli['best_s']:.2f} s "
-          f"({cli['csv_bytes'] / 1e6:.0f} MB CSV)\n  {cli['command']}")
+        print(
+            f"{r['set']:16} {r['distinct']:>6} {r['sigma']:>6.4g} {r['method']:7} {r['seconds']:>9.4f} "
+            f"{published:>9} {r['evaluations']:>6} {r['overspent']:>9} {over:>9} "
+            f"{r['max_q_gap_vs_bisect']:>8.2e}"
+        )
+    print(
+        f"\n{big['records']:,} records ({big['distinct']:,} distinct budgets), exact, library: "
+        f"draw {big['draw_s']:.3f} s, calibrate sigma {big['calibrate_s']:.3f} s, exact "
+        f"{big['exact_s']:.3f} s, write CSV {big['write_csv_s']:.3f} s, total {big['total_s']:.3f} s; "
+        f"overspent {big['overspent']}"
+    )
+    print(
+        f"CLI, fresh process: median {cli['median_s']:.2f} s, best {cli['best_s']:.2f} s "
+        f"({cli['csv_bytes'] / 1e6:.0f} MB CSV)\n  {cli['command']}"
+    )
 
 
 if __name__ == "__main__":

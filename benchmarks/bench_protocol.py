@@ -20,6 +20,7 @@ three ways, side by side in this one process:
 
 Figures go to docs/protocol.md (and docs/performance.md).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,17 +33,25 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from uldp.cli.machine import describe_machine  # noqa: E402
 from uldp.crypto.encoding import Encoding, largest_n_max  # noqa: E402
 from uldp.crypto.paillier import check_key_bits, generate_keypair  # noqa: E402
-from uldp.crypto.protocol.benchmark import synthetic_inputs  # noqa: E402
 from uldp.crypto.protocol import (  # noqa: E402
-    ProtocolParams, largest_value, plaintext_weighted_sum, rounding_tolerance, setup,
+    ProtocolParams,
+    largest_value,
+    plaintext_weighted_sum,
+    rounding_tolerance,
+    setup,
     weighting_round,
 )
+from uldp.crypto.protocol.benchmark import synthetic_inputs  # noqa: E402
 from uldp.crypto.weighting import (  # noqa: E402
-    default_workers, encrypted_weighted_sum, fast_products, finish, straightforward_products,
+    default_workers,
+    encrypted_weighted_sum,
+    fast_products,
+    finish,
+    straightforward_products,
 )
-from uldp.cli.machine import describe_machine  # noqa: E402
 
 
 def timed(fn, *args, **kwargs):
@@ -56,10 +65,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--silos", type=int, default=3)
     parser.add_argument("--users", type=int, default=100)
     parser.add_argument("--params", type=int, default=100, help="model parameters d")
-    parser.add_argument("--key-bits", type=int, default=3072,
-                        help="Paillier modulus size; >= 2048 unless --test-keys")
-    parser.add_argument("--test-keys", action="store_true",
-                        help="allow keys below 2048 bits: INSECURE, for tests only")
+    parser.add_argument(
+        "--key-bits", type=int, default=3072, help="Paillier modulus size; >= 2048 unless --test-keys"
+    )
+    parser.add_argument(
+        "--test-keys", action="store_true", help="allow keys below 2048 bits: INSECURE, for tests only"
+    )
     parser.add_argument("--straightforward-users", type=int, default=10)
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--format", choices=("table", "json"), default="table")
@@ -79,8 +90,9 @@ def main(argv: list[str] | None = None) -> None:
     keypair, keygen_s = timed(generate_keypair, args.key_bits, test_keys=test_keys)
     # P = 1e-10, |values| <= 1e10, N_max = 2000 (or the most a smaller test key can hold).
     encoding = Encoding(n_max=largest_n_max(keypair[0].n, users, silos))
-    params = ProtocolParams(silos=silos, users=users, dimension=d, key_bits=args.key_bits,
-                            encoding=encoding, test_keys=test_keys)
+    params = ProtocolParams(
+        silos=silos, users=users, dimension=d, key_bits=args.key_bits, encoding=encoding, test_keys=test_keys
+    )
     federation = setup(counts, params, keypair=keypair)
     result = weighting_round(federation, 0, deltas, noise, sampled, workers=workers)
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
@@ -92,27 +104,35 @@ def main(argv: list[str] | None = None) -> None:
     silo = federation.silos[0]
     message = federation.server.encrypted_weights(1, sampled)
     weights, factors, fixed, offsets = silo.weighting_inputs(message, deltas[0], noise[0])
-    _, fast_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets,
-                      workers=workers)
-    _, fast_one_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets,
-                          workers=1)
-    products, sub_products_s = timed(straightforward_products, public, weights[:sub],
-                                     factors[:sub], fixed[:sub])
+    _, fast_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets, workers=workers)
+    _, fast_one_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets, workers=1)
+    products, sub_products_s = timed(
+        straightforward_products, public, weights[:sub], factors[:sub], fixed[:sub]
+    )
     _, finish_s = timed(finish, public, products, offsets)
     straightforward_s = sub_products_s * users / sub + finish_s
     fast_sub, _ = fast_products(public, weights[:sub], factors[:sub], fixed[:sub], workers=1)
     same = [private.decrypt(c) for c in products] == [private.decrypt(c) for c in fast_sub]
 
     report = {
-        "machine": describe_machine(), "silos": silos, "users": users, "params": d,
-        "key_bits": args.key_bits, "test_keys": test_keys, "workers": workers, "precision": encoding.precision,
-        "n_max": encoding.n_max, "keygen_seconds": keygen_s,
+        "machine": describe_machine(),
+        "silos": silos,
+        "users": users,
+        "params": d,
+        "key_bits": args.key_bits,
+        "test_keys": test_keys,
+        "workers": workers,
+        "precision": encoding.precision,
+        "n_max": encoding.n_max,
+        "keygen_seconds": keygen_s,
         "protocol_seconds": {**federation.seconds, **result.seconds},
-        "silo_seconds": list(result.silo_seconds), "aggregate_max_error": error,
+        "silo_seconds": list(result.silo_seconds),
+        "aggregate_max_error": error,
         "tolerance": tolerance,
         "verified": bool(verified and same),
         "silo_phase": {
-            "fast_seconds": fast_s, "fast_one_process_seconds": fast_one_s,
+            "fast_seconds": fast_s,
+            "fast_one_process_seconds": fast_one_s,
             "straightforward_seconds": straightforward_s,
             "straightforward_measured_users": sub,
             "straightforward_measured_seconds": sub_products_s + finish_s,
@@ -126,18 +146,25 @@ def main(argv: list[str] | None = None) -> None:
     phase = report["silo_phase"]
     print(f"machine: {report['machine']}")
     key = f"{args.key_bits}-bit key" + (" (TEST KEY, INSECURE)" if test_keys else "")
-    print(f"|S| = {silos}, |U| = {users}, d = {d}, {key}, P = "
-          f"{encoding.precision:g}, N_max = {encoding.n_max}, workers = {workers}")
-    print("protocol phases (s): " + ", ".join(f"{k} {v:.2f}" for k, v in
-                                               report["protocol_seconds"].items())
-          + f"  (key generation {keygen_s:.2f} s, not in key_exchange here)")
-    print(f"verified against plaintext: {report['verified']} (max error {error:.3g}, "
-          f"tolerance {tolerance:.3g})")
+    print(
+        f"|S| = {silos}, |U| = {users}, d = {d}, {key}, P = "
+        f"{encoding.precision:g}, N_max = {encoding.n_max}, workers = {workers}"
+    )
+    print(
+        "protocol phases (s): "
+        + ", ".join(f"{k} {v:.2f}" for k, v in report["protocol_seconds"].items())
+        + f"  (key generation {keygen_s:.2f} s, not in key_exchange here)"
+    )
+    print(
+        f"verified against plaintext: {report['verified']} (max error {error:.3g}, tolerance {tolerance:.3g})"
+    )
     print(f"silo phase, fast ({workers} processes):  {phase['fast_seconds']:9.2f} s")
     print(f"silo phase, fast (1 process):    {phase['fast_one_process_seconds']:9.2f} s")
-    print(f"silo phase, straightforward:     {phase['straightforward_seconds']:9.2f} s "
-          f"(measured on {sub} of {users} users: {phase['straightforward_measured_seconds']:.2f} s, "
-          f"scaled linearly)")
+    print(
+        f"silo phase, straightforward:     {phase['straightforward_seconds']:9.2f} s "
+        f"(measured on {sub} of {users} users: {phase['straightforward_measured_seconds']:.2f} s, "
+        f"scaled linearly)"
+    )
     print(f"speedup: {phase['speedup']:.1f}x ({phase['speedup_one_process']:.1f}x in one process)")
 
 

@@ -8,6 +8,7 @@ weighted sum, fast and straightforward); the parties and their messages in `cryp
 `WeightingSession` keeps one setup across rounds; both are loaded on first use so that importing
 a building block does not load the protocol.
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -6,15 +6,17 @@ secret g^{x_s x_s'} goes through HKDF-SHA256 with a label per purpose, so the sa
 independent seeds for the pairwise masks (setup (e), round (c)) and for sealing the seed R
 (setup (c)).
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import hashlib
 import hmac
 import secrets
 from dataclasses import dataclass
 
 import gmpy2
+
+from uldp.errors import InvalidParameter
 
 MODP_3072_PRIME = int(
     "FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74"
@@ -86,8 +88,9 @@ def hkdf_sha256(ikm: bytes, *, salt: bytes, info: bytes, length: int = SEED_BYTE
     return b"".join(blocks)[:length]
 
 
-def pairwise_keys(own: DhKeyPair, own_id: int, peer_public: int, peer_id: int,
-                  purposes: tuple[str, ...]) -> dict[str, bytes]:
+def pairwise_keys(
+    own: DhKeyPair, own_id: int, peer_public: int, peer_id: int, purposes: tuple[str, ...]
+) -> dict[str, bytes]:
     """sk_{s,s'} for each purpose: the same 32 bytes at both ends, independent across purposes.
 
     One DH computation, then HKDF with an info string holding the purpose and the two silo ids
@@ -95,9 +98,12 @@ def pairwise_keys(own: DhKeyPair, own_id: int, peer_public: int, peer_id: int,
     """
     secret = shared_secret(own, peer_public)
     low, high = sorted((own_id, peer_id))
-    return {purpose: hkdf_sha256(secret, salt=b"uldp-fl protocol 1",
-                                 info=f"uldp/protocol1/{purpose}/{low}/{high}".encode())
-            for purpose in purposes}
+    return {
+        purpose: hkdf_sha256(
+            secret, salt=b"uldp-fl protocol 1", info=f"uldp/protocol1/{purpose}/{low}/{high}".encode()
+        )
+        for purpose in purposes
+    }
 
 
 def pairwise_key(own: DhKeyPair, own_id: int, peer_public: int, peer_id: int, purpose: str) -> bytes:

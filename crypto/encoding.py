@@ -10,9 +10,9 @@ wrapping silently.
 Reading taken: Algorithm 5 line 4 says "x as integer"; we round to the nearest integer, which
 halves the error to P / 2 per encoded value.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,6 +20,8 @@ from functools import lru_cache
 
 import gmpy2
 import numpy as np
+
+from uldp.errors import InvalidParameter
 
 DEFAULT_PRECISION = 1e-10
 """P of Protocol 1 (the paper's example, §4.1)."""
@@ -54,11 +56,15 @@ class Encoding:
     c_lcm: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        if not (isinstance(self.precision, (int, float)) and math.isfinite(self.precision)
-                and self.precision > 0):
+        if not (
+            isinstance(self.precision, (int, float)) and math.isfinite(self.precision) and self.precision > 0
+        ):
             raise InvalidParameter(f"precision P must be a finite number > 0, got {self.precision!r}")
-        if not (isinstance(self.value_bound, (int, float)) and math.isfinite(self.value_bound)
-                and self.value_bound > 0):
+        if not (
+            isinstance(self.value_bound, (int, float))
+            and math.isfinite(self.value_bound)
+            and self.value_bound > 0
+        ):
             raise InvalidParameter(f"value bound must be a finite number > 0, got {self.value_bound!r}")
         object.__setattr__(self, "c_lcm", lcm_up_to(self.n_max))
 
@@ -130,8 +136,9 @@ class Encoding:
         bound such a value would decode silently to garbage.
         """
         if isinstance(bound, bool) or not isinstance(bound, int) or bound < 0:
-            raise InvalidParameter(f"decode needs an integer bound >= 0 on the signed representative, "
-                             f"got {bound!r}")
+            raise InvalidParameter(
+                f"decode needs an integer bound >= 0 on the signed representative, got {bound!r}"
+            )
         n = int(modulus)
         signed = int(value) % n
         if signed > n // 2:
@@ -144,15 +151,22 @@ class Encoding:
         divisor = self.c_lcm if scaled else 1
         return signed / divisor * self.precision
 
-    def decode_all(self, values: Iterable[int], modulus: int, *, bound: int,
-                   scaled: bool = True) -> np.ndarray:
+    def decode_all(
+        self, values: Iterable[int], modulus: int, *, bound: int, scaled: bool = True
+    ) -> np.ndarray:
         """`decode` element-wise, as a float array; `bound` as in `decode` (required)."""
-        return np.array([self.decode(v, modulus, bound=bound, scaled=scaled) for v in values],
-                        dtype=float)
+        return np.array([self.decode(v, modulus, bound=bound, scaled=scaled) for v in values], dtype=float)
 
 
-def largest_n_max(modulus: int, users: int, silos: int, *, precision: float = DEFAULT_PRECISION,
-                  value_bound: float = DEFAULT_VALUE_BOUND, ceiling: int = DEFAULT_N_MAX) -> int:
+def largest_n_max(
+    modulus: int,
+    users: int,
+    silos: int,
+    *,
+    precision: float = DEFAULT_PRECISION,
+    value_bound: float = DEFAULT_VALUE_BOUND,
+    ceiling: int = DEFAULT_N_MAX,
+) -> int:
     """The largest N_max <= `ceiling` whose C_LCM still passes `check_capacity` (0 if none).
 
     A function of public parameters only: it lets small (test) keys pick the N_max they can hold.

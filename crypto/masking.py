@@ -5,14 +5,15 @@ and round (c) hide each silo's contribution under pairwise masks that cancel in 
 silos (Appendix D.4, first display; Bonawitz et al. [8]). Silo s adds +r_{s,s'} for every s' > s
 and -r_{s,s'} for every s' < s, with r_{s,s'} = r_{s',s} expanded from the pairwise key.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 from collections.abc import Mapping, Sequence
 
 import gmpy2
 
 from uldp.crypto.prg import field_elements
+from uldp.errors import InvalidParameter
 
 
 def pairwise_masks(

@@ -10,15 +10,17 @@ faster than decrypting modulo n^2.
 With g = n + 1 (phe's choice), Enc(m; r) = (1 + n m) r^n mod n^2, and
 Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a) (mod n) -- the homomorphisms §4.1 relies on.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import numbers
 import secrets
 from dataclasses import dataclass, field
 
 import gmpy2
 from phe import paillier as phe_paillier
+
+from uldp.errors import InvalidParameter
 
 DEFAULT_KEY_BITS = 3072
 """λ of Protocol 1: a 3072-bit modulus, about 128-bit security (NIST SP 800-57)."""
@@ -149,16 +151,21 @@ def check_modulus(modulus: int, key_bits: int, *, test_keys: bool = False) -> in
     n = int(modulus)
     bits = n.bit_length()
     if n < 3 or n % 2 == 0:
-        raise InvalidParameter(f"the Paillier modulus must be an odd integer > 2 (n = p q), got {n}"
-                         if bits <= 64 else "the Paillier modulus must be odd (n = p q)")
+        raise InvalidParameter(
+            f"the Paillier modulus must be an odd integer > 2 (n = p q), got {n}"
+            if bits <= 64
+            else "the Paillier modulus must be odd (n = p q)"
+        )
     if bits < MIN_SECURE_KEY_BITS and not test_keys:
         raise InvalidParameter(
             f"a {bits}-bit Paillier modulus is insecure; keys must have >= {MIN_SECURE_KEY_BITS} "
             f"bits (default {DEFAULT_KEY_BITS}), or test_keys=True for tests only"
         )
     if bits < key_bits - 1:
-        raise InvalidParameter(f"the Paillier modulus has {bits} bits, but the agreed key size is "
-                         f"{key_bits} bits (at least {key_bits - 1} accepted)")
+        raise InvalidParameter(
+            f"the Paillier modulus has {bits} bits, but the agreed key size is "
+            f"{key_bits} bits (at least {key_bits - 1} accepted)"
+        )
     return modulus
 
 

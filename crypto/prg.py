@@ -6,12 +6,14 @@ round (c)). Each element is SHAKE-256(seed, label, index, attempt) cut to the bi
 and rejection-sampled below n, so it is uniform on [0, n) (never `x mod n`, which is biased), and
 element i can be computed without the ones before it.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import hashlib
 
 import gmpy2
+
+from uldp.errors import InvalidParameter
 
 MIN_SEED_BYTES = 16
 

@@ -5,9 +5,8 @@ Protocol 1 setup (c) of ULDP-FL (§4.1): silo 0 sends the shared seed R to every
 from it and be unable to alter it unnoticed: encrypt-then-MAC with a SHAKE-256 keystream and
 HMAC-SHA256 (both from hashlib/hmac), keys split from the pairwise key by HKDF.
 """
-from __future__ import annotations
 
-from uldp.errors import ProtocolError
+from __future__ import annotations
 
 import hashlib
 import hmac
@@ -15,6 +14,7 @@ import secrets
 from dataclasses import dataclass
 
 from uldp.crypto.dh import hkdf_sha256
+from uldp.errors import ProtocolError
 
 NONCE_BYTES = 16
 TAG_BYTES = 32

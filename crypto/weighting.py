@@ -22,9 +22,9 @@ with E_{u,j} = Encode(delta_{s,u,j}) (Algorithm 5). `straightforward_products` d
 Both paths leave the ciphertexts un-randomized; the silo adds its plaintext offset and fresh
 randomness afterwards (`finish`), also spread over the processes in the fast path.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 import multiprocessing
 import os
@@ -34,17 +34,19 @@ from concurrent.futures import ProcessPoolExecutor
 import gmpy2
 
 from uldp.crypto.paillier import PublicKey
+from uldp.errors import InvalidParameter
 
 
-def user_factors(counts: Sequence[int], blinds: Sequence[int], c_lcm: int,
-                 modulus: int) -> list[gmpy2.mpz]:
+def user_factors(counts: Sequence[int], blinds: Sequence[int], c_lcm: int, modulus: int) -> list[gmpy2.mpz]:
     """k_u = n_{s,u} r_u C_LCM mod n for each user (the per-user part of Protocol 1, round (b))."""
     c = gmpy2.mpz(c_lcm) % modulus
     return [gmpy2.mpz(n_su) * r % modulus * c % modulus for n_su, r in zip(counts, blinds)]
 
 
 def straightforward_products(
-    public_key: PublicKey, weights: Sequence[int], factors: Sequence[int],
+    public_key: PublicKey,
+    weights: Sequence[int],
+    factors: Sequence[int],
     fixed: Sequence[Sequence[int]],
 ) -> list[gmpy2.mpz]:
     """prod_u Enc(w_u)^{E_{u,j} k_u mod n} for each coordinate j: |U| d full-size exponentiations."""
@@ -67,8 +69,12 @@ def window_size(bits: int, uses: int) -> int:
 
 
 def _user_chunk_products(
-    nsquare: int, modulus: int, weights: Sequence[int], factors: Sequence[int],
-    fixed: Sequence[Sequence[int]], d: int,
+    nsquare: int,
+    modulus: int,
+    weights: Sequence[int],
+    factors: Sequence[int],
+    fixed: Sequence[Sequence[int]],
+    d: int,
 ) -> tuple[list[gmpy2.mpz], list[gmpy2.mpz]]:
     """Partial products over some users: (prod G_u^{E+}, prod G_u^{|E-|}) per coordinate."""
     nsq, n = gmpy2.mpz(nsquare), gmpy2.mpz(modulus)
@@ -123,8 +129,12 @@ def _chunks(count: int, parts: int) -> list[range]:
 
 
 def fast_products(
-    public_key: PublicKey, weights: Sequence[int], factors: Sequence[int],
-    fixed: Sequence[Sequence[int]], *, workers: int | None = None,
+    public_key: PublicKey,
+    weights: Sequence[int],
+    factors: Sequence[int],
+    fixed: Sequence[Sequence[int]],
+    *,
+    workers: int | None = None,
     obfuscator_count: int = 0,
 ) -> tuple[list[gmpy2.mpz], list[gmpy2.mpz]]:
     """The same products as `straightforward_products`, and `obfuscator_count` fresh r^n.
@@ -142,17 +152,27 @@ def fast_products(
     user_parts = _chunks(len(weights), 2 * workers if workers > 1 else 1)
     obf_parts = _chunks(obfuscator_count, workers) if obfuscator_count else []
     if workers == 1:
-        partials = [_user_chunk_products(nsq, n, [weights[i] for i in part],
-                                         [factors[i] for i in part], [fixed[i] for i in part], d)
-                    for part in user_parts]
+        partials = [
+            _user_chunk_products(
+                nsq, n, [weights[i] for i in part], [factors[i] for i in part], [fixed[i] for i in part], d
+            )
+            for part in user_parts
+        ]
         obfuscators = [o for part in obf_parts for o in _obfuscators(n, len(part))]
     else:
         with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            user_jobs = [pool.submit(_user_chunk_products, nsq, n,
-                                     [int(weights[i]) for i in part],
-                                     [int(factors[i]) for i in part],
-                                     [list(fixed[i]) for i in part], d)
-                         for part in user_parts]
+            user_jobs = [
+                pool.submit(
+                    _user_chunk_products,
+                    nsq,
+                    n,
+                    [int(weights[i]) for i in part],
+                    [int(factors[i]) for i in part],
+                    [list(fixed[i]) for i in part],
+                    d,
+                )
+                for part in user_parts
+            ]
             obf_jobs = [pool.submit(_obfuscators, n, len(part)) for part in obf_parts]
             partials = [job.result() for job in user_jobs]
             obfuscators = [o for job in obf_jobs for o in job.result()]
@@ -163,13 +183,14 @@ def fast_products(
         for pos, neg in partials:
             positive = positive * pos[j] % nsq_m
             negative = negative * neg[j] % nsq_m
-        products.append(positive * gmpy2.invert(negative, nsq_m) % nsq_m
-                        if negative != 1 else positive)
+        products.append(positive * gmpy2.invert(negative, nsq_m) % nsq_m if negative != 1 else positive)
     return products, obfuscators
 
 
 def finish(
-    public_key: PublicKey, products: Sequence[int], offsets: Sequence[int],
+    public_key: PublicKey,
+    products: Sequence[int],
+    offsets: Sequence[int],
     obfuscators: Sequence[int] | None = None,
 ) -> list[gmpy2.mpz]:
     """Enc(product + offset) under fresh randomness, per coordinate.
@@ -181,13 +202,19 @@ def finish(
         obfuscators = [public_key.obfuscator() for _ in products]
     if not len(products) == len(offsets) == len(obfuscators):
         raise InvalidParameter("products, offsets and obfuscators must have the same length")
-    return [public_key.add_plain(c, m) * r % public_key.nsquare
-            for c, m, r in zip(products, offsets, obfuscators)]
+    return [
+        public_key.add_plain(c, m) * r % public_key.nsquare for c, m, r in zip(products, offsets, obfuscators)
+    ]
 
 
 def encrypted_weighted_sum(
-    public_key: PublicKey, weights: Sequence[int], factors: Sequence[int],
-    fixed: Sequence[Sequence[int]], offsets: Sequence[int], *, method: str = "fast",
+    public_key: PublicKey,
+    weights: Sequence[int],
+    factors: Sequence[int],
+    fixed: Sequence[Sequence[int]],
+    offsets: Sequence[int],
+    *,
+    method: str = "fast",
     workers: int | None = None,
 ) -> list[gmpy2.mpz]:
     """One silo's Enc(sum_u E_{u,j} k_u w_u + offset_j) per coordinate j, freshly randomized.
@@ -199,10 +226,10 @@ def encrypted_weighted_sum(
     if not len(weights) == len(factors) == len(fixed):
         raise InvalidParameter(f"{len(weights)} weights, {len(factors)} factors, {len(fixed)} delta rows")
     if method == "straightforward":
-        return finish(public_key, straightforward_products(public_key, weights, factors, fixed),
-                      offsets)
+        return finish(public_key, straightforward_products(public_key, weights, factors, fixed), offsets)
     if method != "fast":
         raise InvalidParameter(f"method must be 'fast' or 'straightforward', got {method!r}")
-    products, obfuscators = fast_products(public_key, weights, factors, fixed, workers=workers,
-                                          obfuscator_count=len(offsets))
+    products, obfuscators = fast_products(
+        public_key, weights, factors, fixed, workers=workers, obfuscator_count=len(offsets)
+    )
     return finish(public_key, products, offsets, obfuscators)

@@ -1,4 +1,5 @@
 """Shared test settings: hypothesis without deadlines, and fewer examples on CI."""
+
 from __future__ import annotations
 
 import os

@@ -9,6 +9,7 @@ step; its expected output is the text up to the next `$ ` line. Blocks that only
 programs (`python benchmarks/...`, `examples/compare-algorithms.sh`, pytest) are benchmark
 logs, not reproducible outputs, and are left out. ```python blocks are not run either.
 """
+
 from __future__ import annotations
 
 import re
@@ -65,7 +66,7 @@ def parse(doc: Path) -> list[Block]:
         end = i + 1
         while end < len(lines) and not lines[end].startswith("```"):
             end += 1
-        body = lines[i + 1:end]
+        body = lines[i + 1 : end]
         if match.group(1) in ("", "console") and body and body[0].startswith("$ "):
             block = _block(doc, i + 1, body)
             if any(step.command.startswith("uldp ") for step in block.steps):

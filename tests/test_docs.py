@@ -20,6 +20,7 @@ code) must then be brought back in line. What is run, and how (tests/doc_blocks.
 ```python blocks in docs/ are not run: they are fragments of larger programs (they use names
 defined elsewhere in the doc), not self-contained scripts.
 """
+
 from __future__ import annotations
 
 import os
@@ -47,8 +48,13 @@ MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     # `uldp bench protocol`: a table row's timings and gain (every cell between users and ok).
     (re.compile(r"^(│ +\d+ │ +\d+ │).*(│ (?:yes|no) +│)$", re.M), r"\1 <seconds> \2"),
     # `uldp bench protocol --format json`: each phase's seconds.
-    (re.compile(r'("(?:key_exchange|blinded_histograms|server_weights|silo_weighting|aggregation)"'
-                r"): [0-9.e+-]+"), r"\1: <seconds>"),
+    (
+        re.compile(
+            r'("(?:key_exchange|blinded_histograms|server_weights|silo_weighting|aggregation)"'
+            r"): [0-9.e+-]+"
+        ),
+        r"\1: <seconds>",
+    ),
     # `uldp bench`: the machine the timings were taken on (CPU, cores, Python version).
     (re.compile(r'^(\s*"?machine"?:) .*?(",?)?$', re.M), r"\1 <machine>"),
 )
@@ -74,10 +80,8 @@ TIMED_TABLES: tuple[BlockName, ...] = (
 FIXTURES: dict[str, str] = {
     # subject.md: "One subject at each of the 16 members (`wide`) and one with 3 items at `m1`
     # only (`deep`)"; -4 is the same with 4 items for `deep` ("with `deep` holding 4 items").
-    "wide-deep.csv": "subject,member\n" + "".join(f"wide,m{i}\n" for i in range(1, 17))
-    + "deep,m1\n" * 3,
-    "wide-deep-4.csv": "subject,member\n" + "".join(f"wide,m{i}\n" for i in range(1, 17))
-    + "deep,m1\n" * 4,
+    "wide-deep.csv": "subject,member\n" + "".join(f"wide,m{i}\n" for i in range(1, 17)) + "deep,m1\n" * 3,
+    "wide-deep-4.csv": "subject,member\n" + "".join(f"wide,m{i}\n" for i in range(1, 17)) + "deep,m1\n" * 4,
     # subject.md's bad input: a header that does not name the columns subject and member.
     "ids.csv": "subject_id,member_id\nalice,shop1\n",
     # personalize.md's bad input: row 2, id b, has a negative budget.
@@ -86,12 +90,18 @@ FIXTURES: dict[str, str] = {
 
 # Blocks skipped unless ULDP_DOC_SLOW=1, and why (times on the 2-core development machine).
 SLOW: dict[BlockName, str] = {
-    ("calibrate.md", "--k 4 --group-method pld"):
-        "takes 26 s (a PLD group accountant inside a bisection): set ULDP_DOC_SLOW=1",
-    ("protocol.md", "uldp bench protocol --params 16 --users 10,20,40"):
-        "takes 73 s (3072-bit Paillier, the straightforward path): set ULDP_DOC_SLOW=1",
-    ("protocol.md", "uldp bench protocol --params 16,50,107 --users 20"):
-        "takes 29 s (3072-bit Paillier): set ULDP_DOC_SLOW=1",
+    (
+        "calibrate.md",
+        "--k 4 --group-method pld",
+    ): "takes 26 s (a PLD group accountant inside a bisection): set ULDP_DOC_SLOW=1",
+    (
+        "protocol.md",
+        "uldp bench protocol --params 16 --users 10,20,40",
+    ): "takes 73 s (3072-bit Paillier, the straightforward path): set ULDP_DOC_SLOW=1",
+    (
+        "protocol.md",
+        "uldp bench protocol --params 16,50,107 --users 20",
+    ): "takes 29 s (3072-bit Paillier): set ULDP_DOC_SLOW=1",
 }
 
 # Blocks that cannot run here at all, and why.

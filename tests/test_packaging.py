@@ -1,12 +1,13 @@
 """The repository installs as one `uldp` package, and `import uldp` stays cheap."""
+
 from __future__ import annotations
 
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import uldp
 
@@ -40,9 +41,11 @@ def test_no_top_level_module_of_ours(name, tmp_path):
 
 
 def test_import_uldp_is_cheap_and_lazy(tmp_path):
-    code = ("import sys, uldp; print(uldp.__version__); "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('numpy', 'torch', 'scipy', 'click', 'rich') or m.startswith('uldp.')))")
+    code = (
+        "import sys, uldp; print(uldp.__version__); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('numpy', 'torch', 'scipy', 'click', 'rich') or m.startswith('uldp.')))"
+    )
     result = _run_outside(code, tmp_path)
     assert result.returncode == 0, result.stderr
     version, loaded = result.stdout.splitlines()
@@ -68,7 +71,8 @@ def test_typed_marker_ships():
 
 
 def test_python_dash_m_uldp(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "uldp", "--version"], cwd=tmp_path,
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-m", "uldp", "--version"], cwd=tmp_path, capture_output=True, text=True
+    )
     assert result.returncode == 0
     assert result.stdout.strip() == f"uldp {uldp.__version__}"

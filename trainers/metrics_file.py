@@ -4,9 +4,9 @@ The whole file is rewritten after every round through a temporary file and `os.r
 reader (or a crash) never sees half a line, and a resumed run rewrites exactly the rounds its
 checkpoint holds before adding new ones.
 """
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 import csv
 import io
 import json
@@ -14,6 +14,8 @@ import math
 import os
 import tempfile
 from pathlib import Path
+
+from uldp.errors import DataError
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 

@@ -11,14 +11,16 @@ Every loss takes a `mask` of real records (1) and padding (0) so that users of d
 counts can be trained together (trainers/per_user.py); a batch without real records has loss 0
 and hence gradient 0, which leaves a model unchanged under plain SGD.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch
 from torch import nn
+
+from uldp.errors import InvalidParameter
 
 LossFn = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
 
@@ -147,7 +149,8 @@ def cross_entropy_loss(output: torch.Tensor, y: torch.Tensor, mask: torch.Tensor
 def binary_loss(output: torch.Tensor, y: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """Mean logistic loss over real records: one logit per record, labels 0/1."""
     per_record = nn.functional.binary_cross_entropy_with_logits(
-        output.squeeze(-1), y.to(output.dtype), reduction="none")
+        output.squeeze(-1), y.to(output.dtype), reduction="none"
+    )
     return _masked_mean(per_record, mask)
 
 

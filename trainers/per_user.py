@@ -16,9 +16,9 @@ by the caller, so both paths see the same order) and cuts them into batches of `
 longest ends with padded batches; their loss is 0, their gradient 0, so plain SGD leaves the
 user's model unchanged through them, exactly as if those steps did not exist.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import math
 from dataclasses import dataclass
 
@@ -26,6 +26,8 @@ import numpy as np
 import torch
 from torch import nn
 from torch.func import functional_call, grad, vmap
+
+from uldp.errors import InvalidParameter
 
 from .models import LossFn
 
@@ -88,9 +90,17 @@ def user_orders(owners: np.ndarray, order_keys: np.ndarray, user: int, epoch: in
     return idx[np.argsort(order_keys[epoch, idx], kind="stable")]
 
 
-def loop_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                     y: torch.Tensor, owners: np.ndarray, users: np.ndarray, order_keys: np.ndarray,
-                     loss_fn: LossFn, training: LocalTraining) -> torch.Tensor:
+def loop_user_deltas(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    owners: np.ndarray,
+    users: np.ndarray,
+    order_keys: np.ndarray,
+    loss_fn: LossFn,
+    training: LocalTraining,
+) -> torch.Tensor:
     """Reference path: each user's delta (rows follow `users`), one user at a time."""
     base = {k: v.detach() for k, v in params.items()}
     rows = []
@@ -100,22 +110,31 @@ def loop_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch
             order = user_orders(owners, order_keys, int(user), epoch)
             size = training.batch_size or max(1, len(order))
             for start in range(0, len(order), size):
-                batch = torch.as_tensor(order[start:start + size])
+                batch = torch.as_tensor(order[start : start + size])
                 xb, yb = x[batch], y[batch]
-                loss = loss_fn(functional_call(model, local, (xb,)), yb,
-                               torch.ones(len(batch), dtype=x.dtype))
+                loss = loss_fn(
+                    functional_call(model, local, (xb,)), yb, torch.ones(len(batch), dtype=x.dtype)
+                )
                 grads = torch.autograd.grad(loss, list(local.values()))
                 with torch.no_grad():
-                    local = {k: (v - training.lr * g).requires_grad_(True)
-                             for (k, v), g in zip(local.items(), grads)}
+                    local = {
+                        k: (v - training.lr * g).requires_grad_(True)
+                        for (k, v), g in zip(local.items(), grads)
+                    }
         rows.append(flat_parameters({k: v.detach() for k, v in local.items()}) - flat_parameters(base))
     if not rows:
         return torch.zeros(0, sum(p.numel() for p in base.values()), dtype=x.dtype)
     return torch.stack(rows)
 
 
-def record_count_groups(counts: np.ndarray, *, max_users: int, ratio: float = PADDING_RATIO,
-                        max_records: int | None = None, min_users: int = MIN_GROUP_USERS) -> list[np.ndarray]:
+def record_count_groups(
+    counts: np.ndarray,
+    *,
+    max_users: int,
+    ratio: float = PADDING_RATIO,
+    max_records: int | None = None,
+    min_users: int = MIN_GROUP_USERS,
+) -> list[np.ndarray]:
     """Positions (into `counts`) grouped by record count, so that padding stays small.
 
     Sorted by count, a group starting at count c takes users up to floor(ratio * c) records (at
@@ -143,19 +162,25 @@ def record_count_groups(counts: np.ndarray, *, max_users: int, ratio: float = PA
             width = min(max_users, stop - start)
             if max_records is not None:
                 width = max(1, min(width, max_records // max(1, int(sorted_counts[start + width - 1]))))
-            groups.append(order[start:start + width])
+            groups.append(order[start : start + width])
             start += width
     return groups
 
 
-def batched_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                        y: torch.Tensor, owners: np.ndarray, users: np.ndarray,
-                        order_keys: np.ndarray, loss_fn: LossFn,
-                        training: LocalTraining) -> torch.Tensor:
+def batched_user_deltas(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    owners: np.ndarray,
+    users: np.ndarray,
+    order_keys: np.ndarray,
+    loss_fn: LossFn,
+    training: LocalTraining,
+) -> torch.Tensor:
     """Vectorised path: the same deltas as `loop_user_deltas` (rows follow `users`)."""
     users = np.asarray(users, dtype=np.int64)
-    row_users, deltas = grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn,
-                                            training)
+    row_users, deltas = grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)
     if len(users) == 0:
         return deltas
     position = np.empty(len(users), dtype=np.int64)
@@ -165,10 +190,17 @@ def batched_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: to
     return deltas.index_select(0, torch.as_tensor(placed, device=deltas.device))
 
 
-def grouped_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                        y: torch.Tensor, owners: np.ndarray, users: np.ndarray,
-                        order_keys: np.ndarray, loss_fn: LossFn,
-                        training: LocalTraining) -> tuple[np.ndarray, torch.Tensor]:
+def grouped_user_deltas(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    owners: np.ndarray,
+    users: np.ndarray,
+    order_keys: np.ndarray,
+    loss_fn: LossFn,
+    training: LocalTraining,
+) -> tuple[np.ndarray, torch.Tensor]:
     """The batched deltas with rows in the order they were computed: (user of each row, deltas).
 
     Groups of users with similar record counts are trained by one vectorised call per SGD step;
@@ -185,8 +217,11 @@ def grouped_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: to
     slot = by_id[where[records]]  # row of each kept record's user in `users`
     counts = np.bincount(slot, minlength=len(users))
     record_floats = max(1, int(np.prod(x.shape[1:])))
-    groups = record_count_groups(counts, max_users=max(1, MAX_PARAMETER_FLOATS // n_params),
-                                 max_records=max(1, MAX_INPUT_FLOATS // record_floats))
+    groups = record_count_groups(
+        counts,
+        max_users=max(1, MAX_PARAMETER_FLOATS // n_params),
+        max_records=max(1, MAX_INPUT_FLOATS // record_floats),
+    )
     ranks = [ranks_within_user(slot, order_keys[e, records]) for e in range(training.epochs)]
     sizes = [p.numel() for p in base.values()]
 
@@ -203,7 +238,7 @@ def grouped_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: to
     slot_of_group = np.full(len(users), -1, dtype=np.int64)
     row = 0
     for group in groups:
-        block = by_group[row:row + len(group)]
+        block = by_group[row : row + len(group)]
         row += len(group)
         width = int(counts[group].max())
         if width == 0:
@@ -221,7 +256,7 @@ def grouped_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: to
             index = np.full((len(group), width), -1, dtype=np.int64)
             index[rows_g, ranks[epoch][in_group]] = records[in_group]
             for start in range(0, width, size):
-                cols = index[:, start:start + size]
+                cols = index[:, start : start + size]
                 mask = torch.as_tensor(cols >= 0, dtype=x.dtype, device=x.device)
                 flat = torch.as_tensor(np.where(cols >= 0, cols, 0), device=x.device)
                 xb, yb = x[flat], y[flat]
@@ -239,16 +274,23 @@ def grouped_user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: to
     return users[np.concatenate(groups)], by_group
 
 
-def _write_rows(block: torch.Tensor, tensors: list[torch.Tensor], sizes: list[int], *,
-                scale: float | None = None, minus: list[torch.Tensor] | None = None) -> None:
+def _write_rows(
+    block: torch.Tensor,
+    tensors: list[torch.Tensor],
+    sizes: list[int],
+    *,
+    scale: float | None = None,
+    minus: list[torch.Tensor] | None = None,
+) -> None:
     """block[:, parameter k's columns] = scale * tensors[k] (or tensors[k] - minus[k]), flat."""
     start = 0
     for i, (t, n) in enumerate(zip(tensors, sizes)):
-        view = block[:, start:start + n]
+        view = block[:, start : start + n]
         flat = t.reshape(len(block), n)
         if minus is not None:
             torch.sub(flat, minus[i].reshape(1, n), out=view)
         else:
+            assert scale is not None  # one of `minus` and `scale` is given
             torch.mul(flat, scale, out=view)
         start += n
 
@@ -275,10 +317,19 @@ def vectorises_well(model: nn.Module, device: torch.device | str) -> bool:
     return not (has_conv and torch.device(device).type == "cpu")
 
 
-def user_deltas(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor,
-                y: torch.Tensor, owners: np.ndarray, users: np.ndarray, order_keys: np.ndarray,
-                loss_fn: LossFn, training: LocalTraining, *,
-                batched: bool = True) -> tuple[np.ndarray, torch.Tensor]:
+def user_deltas(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    owners: np.ndarray,
+    users: np.ndarray,
+    order_keys: np.ndarray,
+    loss_fn: LossFn,
+    training: LocalTraining,
+    *,
+    batched: bool = True,
+) -> tuple[np.ndarray, torch.Tensor]:
     """Each user's local-training delta: (the user of each row, the rows).
 
     `batched` asks for the fastest path: vmap where it pays off (`vectorises_well`), rows then in

@@ -1,4 +1,5 @@
 """Utility and epsilon against rounds, side by side, as ULDP-FL's Figures 4-7 draw them."""
+
 from __future__ import annotations
 
 import io

@@ -17,27 +17,35 @@ and follow `seed`. A checkpoint after round t holds all a resumed run needs to c
 uninterrupted run would: the parameters, the history, the entropy (so a checkpoint must be kept
 as secret as the noise) and the torch RNG state.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import dataclasses
 import math
 import os
 import secrets
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
 
 from uldp.accountants.account import account_plan
 from uldp.accountants.algorithms import Plan
+from uldp.errors import InvalidParameter
 
-from .algorithms import (Algorithm, Context, SiloData, TrainConfig, get_algorithm, make_algorithm,
-                         plan_algorithm)
+from .algorithms import (
+    Algorithm,
+    Context,
+    SiloData,
+    TrainConfig,
+    get_algorithm,
+    make_algorithm,
+    plan_algorithm,
+)
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 
@@ -61,17 +69,21 @@ def build_silos(data, device: str = "cpu", dtype: torch.dtype = torch.float32) -
     label_dtype = dtype if data.task == "survival" else torch.long
     for s in range(data.n_silos):
         idx = np.flatnonzero(data.silo_train == s)
-        silos.append(SiloData(
-            silo=s,
-            x=torch.as_tensor(data.x_train[idx], dtype=dtype, device=device),
-            y=torch.as_tensor(data.y_train[idx], dtype=label_dtype, device=device),
-            users=np.asarray(data.user_train[idx], dtype=np.int64),
-            n_users=data.n_users,
-        ))
+        silos.append(
+            SiloData(
+                silo=s,
+                x=torch.as_tensor(data.x_train[idx], dtype=dtype, device=device),
+                y=torch.as_tensor(data.y_train[idx], dtype=label_dtype, device=device),
+                users=np.asarray(data.user_train[idx], dtype=np.int64),
+                n_users=data.n_users,
+            )
+        )
     return silos
 
 
-def round_rngs(entropy: int, round: int, n_silos: int) -> tuple[np.random.Generator, list[np.random.Generator]]:
+def round_rngs(
+    entropy: int, round: int, n_silos: int
+) -> tuple[np.random.Generator, list[np.random.Generator]]:
     """The server's and each silo's generator for round `round` (1-based)."""
     children = np.random.SeedSequence([entropy, round]).spawn(n_silos + 1)
     return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
@@ -82,7 +94,7 @@ def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algo
     spec = get_algorithm(cfg.algo)
     if not spec.private:
         return None
-    return plan_algorithm(spec.accounted_as, **algorithm.plan_params(cfg, rounds, n_silos))
+    return plan_algorithm(spec.accounted_as or spec.name, **algorithm.plan_params(cfg, rounds, n_silos))
 
 
 def user_epsilon(plan: Plan | None, delta: float) -> float:
@@ -97,8 +109,11 @@ def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algo
     spec = get_algorithm(cfg.algo)
     if not spec.private:
         return None
-    parts = [f"uldp account --algo {spec.accounted_as} --sigma {cfg.sigma:g} --rounds {rounds}",
-             f"--delta {cfg.delta:g}", *algorithm.account_flags(cfg, n_silos)]
+    parts = [
+        f"uldp account --algo {spec.accounted_as} --sigma {cfg.sigma:g} --rounds {rounds}",
+        f"--delta {cfg.delta:g}",
+        *algorithm.account_flags(cfg, n_silos),
+    ]
     return " ".join(parts)
 
 
@@ -109,14 +124,16 @@ def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric:
     if len(x) == 0:
         return math.nan, math.nan
     with torch.no_grad():
-        outputs = torch.cat([functional_call(model, params, (x[i:i + EVAL_CHUNK],))
-                             for i in range(0, len(x), EVAL_CHUNK)])
+        outputs = torch.cat(
+            [functional_call(model, params, (x[i : i + EVAL_CHUNK],)) for i in range(0, len(x), EVAL_CHUNK)]
+        )
         loss = loss_for(task)(outputs, y, torch.ones(len(x), dtype=outputs.dtype, device=outputs.device))
     return float(loss), metric_value(metric, outputs.double().cpu().numpy(), y.cpu().numpy())
 
 
-def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm: Algorithm, n_silos: int,
-                 noise_fixed: bool) -> dict:
+def _assumptions(
+    cfg: TrainConfig, data, plan: Plan | None, algorithm: Algorithm, n_silos: int, noise_fixed: bool
+) -> dict:
     marked = not data.synthetic or "synthetic" in data.source.lower()
     out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
     if plan is None:
@@ -125,17 +142,23 @@ def _assumptions(cfg: TrainConfig, data, plan: Plan | None, algorithm: Algorithm
     out.update(plan.assumptions)
     out["randomness"] = (
         f"noise, user and record sampling from --noise-seed {cfg.noise_seed}: reproducible, and NOT "
-        "private against anyone who knows the seed (experiments only)" if noise_fixed else
-        "noise, user and record sampling from 128 fresh bits of OS entropy (secrets); data "
+        "private against anyone who knows the seed (experiments only)"
+        if noise_fixed
+        else "noise, user and record sampling from 128 fresh bits of OS entropy (secrets); data "
         f"allocation and the initial model from --seed {cfg.seed}; a checkpoint holds the noise "
-        "entropy: keep it as secret as the noise")
+        "entropy: keep it as secret as the noise"
+    )
     if not cfg.secure:
-        out["aggregation"] = ("in the clear in this process: epsilon covers the aggregate and the "
-                              "released model; the paper assumes secure aggregation, without which "
-                              "a server sees each silo's message (and, for -w, each user's clipped "
-                              "delta); --secure runs Protocol 1 for the -w weights")
-    out["epsilon"] = (f"user level, RDP accountant, improved conversion (Lemma 2), delta = {cfg.delta:g}; "
-                      "an upper bound after each round")
+        out["aggregation"] = (
+            "in the clear in this process: epsilon covers the aggregate and the "
+            "released model; the paper assumes secure aggregation, without which "
+            "a server sees each silo's message (and, for -w, each user's clipped "
+            "delta); --secure runs Protocol 1 for the -w weights"
+        )
+    out["epsilon"] = (
+        f"user level, RDP accountant, improved conversion (Lemma 2), delta = {cfg.delta:g}; "
+        "an upper bound after each round"
+    )
     out.update(algorithm.run_assumptions(cfg, n_silos))  # what only the run knows: noise std, weights
     command = account_command(cfg, cfg.rounds, n_silos, algorithm)
     out["check"] = f"`{command}` gives the final epsilon"
@@ -161,16 +184,24 @@ def _comparable(cfg: TrainConfig) -> dict:
     return out
 
 
-def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str = "cpu",
-          metrics_path: str | os.PathLike | None = None,
-          checkpoint_dir: str | os.PathLike | None = None, resume: bool = False,
-          on_round: Callable[[dict], None] | None = None) -> TrainResult:
+def train(
+    data,
+    cfg: TrainConfig,
+    *,
+    model_name: str | None = None,
+    device: str = "cpu",
+    metrics_path: str | os.PathLike | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    on_round: Callable[[dict], None] | None = None,
+) -> TrainResult:
     """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData)."""
     task, metric = data.task, data.metric
     model_name = model_name or default_model_name(data.name, task, data.feature_shape)
     torch.manual_seed(cfg.seed)
-    model = build_model(model_name, task=task, feature_shape=data.feature_shape,
-                        n_classes=data.n_classes).to(device)
+    model = build_model(model_name, task=task, feature_shape=data.feature_shape, n_classes=data.n_classes).to(
+        device
+    )
     params = {k: v.detach() for k, v in model.named_parameters()}
     silos = build_silos(data, device)
     counts = data.user_silo_counts()
@@ -181,8 +212,9 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
     cfg = _with_entropy(cfg, state)
     algorithm = make_algorithm(cfg, silos, task)
     x_test = torch.as_tensor(data.x_test, dtype=torch.float32, device=device)
-    y_test = torch.as_tensor(data.y_test, dtype=torch.float32 if task == "survival" else torch.long,
-                             device=device)
+    y_test = torch.as_tensor(
+        data.y_test, dtype=torch.float32 if task == "survival" else torch.long, device=device
+    )
 
     history: list[dict] = []
     start_round, elapsed_before = 1, 0.0
@@ -197,6 +229,7 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
     metrics = MetricsFile(metrics_path, history) if metrics_path else None
 
     started = time.perf_counter()
+    assert cfg.noise_seed is not None  # _with_entropy has drawn or kept the run's entropy
     for t in range(start_round, cfg.rounds + 1):
         server_rng, silo_rngs = round_rngs(cfg.noise_seed, t, data.n_silos)
         plan = algorithm.plan_round(t, ctx, cfg, server_rng)
@@ -204,25 +237,41 @@ def train(data, cfg: TrainConfig, *, model_name: str | None = None, device: str 
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
         loss, value = evaluate(model, params, x_test, y_test, task, metric)
         epsilon = user_epsilon(accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta)
-        row = {"round": t, "loss": loss, metric: value, "epsilon": epsilon, "delta": cfg.delta,
-               "sampled_users": int(plan.sampled.sum()),
-               "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4)}
+        row = {
+            "round": t,
+            "loss": loss,
+            metric: value,
+            "epsilon": epsilon,
+            "delta": cfg.delta,
+            "sampled_users": int(plan.sampled.sum()),
+            "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4),
+        }
         history.append(row)
         if metrics is not None:
             metrics.append(row)
         if checkpoint is not None:
-            _atomic_save({"round": t, "params": params, "history": history, "config": _comparable(cfg),
-                          "dataset": _data_key(data), "elapsed": row["elapsed_s"],
-                          "torch_rng": torch.get_rng_state(), "noise_entropy": cfg.noise_seed,
-                          "noise_fixed": noise_fixed},
-                         checkpoint)
+            _atomic_save(
+                {
+                    "round": t,
+                    "params": params,
+                    "history": history,
+                    "config": _comparable(cfg),
+                    "dataset": _data_key(data),
+                    "elapsed": row["elapsed_s"],
+                    "torch_rng": torch.get_rng_state(),
+                    "noise_entropy": cfg.noise_seed,
+                    "noise_fixed": noise_fixed,
+                },
+                checkpoint,
+            )
         if on_round is not None:
             on_round(row)
 
     final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
     summary = _summary(cfg, data, model_name, ctx, history, algorithm)
-    return TrainResult(history, params, summary, _assumptions(cfg, data, final_plan, algorithm, data.n_silos,
-                                                                noise_fixed))
+    return TrainResult(
+        history, params, summary, _assumptions(cfg, data, final_plan, algorithm, data.n_silos, noise_fixed)
+    )
 
 
 def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: str) -> dict | None:
@@ -233,11 +282,15 @@ def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: st
         return None
     state = torch.load(checkpoint, map_location=device, weights_only=True)
     if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
-        raise InvalidParameter(f"{checkpoint} was written by a different run (settings or data differ); "
-                         "use the same flags, or another --checkpoint directory")
+        raise InvalidParameter(
+            f"{checkpoint} was written by a different run (settings or data differ); "
+            "use the same flags, or another --checkpoint directory"
+        )
     if state["round"] > cfg.rounds:
-        raise InvalidParameter(f"--rounds {cfg.rounds} is fewer than the {state['round']} rounds the "
-                         f"checkpoint already ran; give --rounds {state['round']} or more")
+        raise InvalidParameter(
+            f"--rounds {cfg.rounds} is fewer than the {state['round']} rounds the "
+            f"checkpoint already ran; give --rounds {state['round']} or more"
+        )
     if cfg.noise_seed is not None and cfg.noise_seed != state["noise_entropy"]:
         raise InvalidParameter("--noise-seed differs from the one the checkpoint ran with")
     return state
@@ -255,23 +308,44 @@ def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
 
 
 def _data_key(data) -> dict:
-    return {"name": data.name, "n_train": int(len(data.y_train)), "n_users": int(data.n_users),
-            "n_silos": int(data.n_silos), "synthetic": bool(data.synthetic),
-            "allocation": repr(sorted(data.allocation.items())) if isinstance(data.allocation, dict) else ""}
+    return {
+        "name": data.name,
+        "n_train": int(len(data.y_train)),
+        "n_users": int(data.n_users),
+        "n_silos": int(data.n_silos),
+        "synthetic": bool(data.synthetic),
+        "allocation": repr(sorted(data.allocation.items())) if isinstance(data.allocation, dict) else "",
+    }
 
 
-def _summary(cfg: TrainConfig, data, model_name: str, ctx: Context, history: list[dict],
-             algorithm: Algorithm) -> dict:
+def _summary(
+    cfg: TrainConfig, data, model_name: str, ctx: Context, history: list[dict], algorithm: Algorithm
+) -> dict:
     metric = data.metric
     last = history[-1] if history else {}
     values = [r[metric] for r in history if not math.isnan(r[metric])]
-    out = {"algo": cfg.algo, "dataset": data.name, "source": data.source, "synthetic": data.synthetic,
-           "model": model_name, "parameters": ctx.n_params, "users": data.n_users,
-           "silos": data.n_silos, "train_records": int(len(data.y_train)),
-           "test_records": int(len(data.y_test)), "rounds": len(history), "sigma": cfg.sigma,
-           "clip": cfg.clip, "user_q": cfg.user_q, "delta": cfg.delta, "metric": metric,
-           "final_loss": last.get("loss"), f"final_{metric}": last.get(metric),
-           f"best_{metric}": max(values) if values else None, "epsilon": last.get("epsilon"),
-           "elapsed_s": last.get("elapsed_s")}
+    out = {
+        "algo": cfg.algo,
+        "dataset": data.name,
+        "source": data.source,
+        "synthetic": data.synthetic,
+        "model": model_name,
+        "parameters": ctx.n_params,
+        "users": data.n_users,
+        "silos": data.n_silos,
+        "train_records": int(len(data.y_train)),
+        "test_records": int(len(data.y_test)),
+        "rounds": len(history),
+        "sigma": cfg.sigma,
+        "clip": cfg.clip,
+        "user_q": cfg.user_q,
+        "delta": cfg.delta,
+        "metric": metric,
+        "final_loss": last.get("loss"),
+        f"final_{metric}": last.get(metric),
+        f"best_{metric}": max(values) if values else None,
+        "epsilon": last.get("epsilon"),
+        "elapsed_s": last.get("elapsed_s"),
+    }
     out.update(algorithm.summary_fields())
     return out

@@ -5,6 +5,7 @@ The repository's folders install as one package: `uldp.accountants` (accounting,
 (the Click application). Importing `uldp` loads none of them: the entry points below are
 resolved on first use, so `import uldp` stays cheap.
 """
+
 from __future__ import annotations
 
 from importlib import import_module
@@ -27,8 +28,15 @@ _ENTRY_POINTS = {
     "WeightingSession": "uldp.crypto",
 }
 
-__all__ = ["DataError", "InvalidParameter", "ProtocolError", "UldpError", "UnreachableBudget", "__version__",
-           *_ENTRY_POINTS]
+__all__ = [
+    "DataError",
+    "InvalidParameter",
+    "ProtocolError",
+    "UldpError",
+    "UnreachableBudget",
+    "__version__",
+    *_ENTRY_POINTS,
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -4,6 +4,7 @@ Every error the library raises about its input derives from `UldpError`; anythin
 escapes a command is a bug (the CLI says so, exit status 1). The concrete types also derive from
 `ValueError`, so code written against the earlier `ValueError` contract keeps working.
 """
+
 from __future__ import annotations
 
 

@@ -1,4 +1,5 @@
 """`uldp account --plot`: epsilon against the group size, one line per bound (ULDP-FL Fig. 2)."""
+
 from __future__ import annotations
 
 import math
@@ -26,6 +27,7 @@ def draw_group_plot(path: Path, results: list[Guarantee], labels: dict[str, str]
         base = record.get((r.algorithm, r.accountant))
         if not points and base is not None:
             points.append((1, base))
+        assert r.k is not None  # a group guarantee names its k
         points.append((r.k, r.epsilon))
     figure, axes = subplots(figsize=(7, 4.5), dpi=110)
     for name, points in series.items():

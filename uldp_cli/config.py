@@ -4,6 +4,7 @@ The file is a mapping from option names (`target-epsilon` or `target_epsilon`) t
 repeatable option takes a YAML list (`k: [1, 2, 4]`). The values become the command's
 `ctx.default_map`, which Click consults only for options the command line left out.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
@@ -46,6 +47,7 @@ def read_config(path: Path, ctx: click.Context, config_param: click.Parameter) -
     key: an unreadable file, malformed YAML, a top level that is not a mapping, an unknown key,
     a key given twice, or a value its option rejects.
     """
+
     def fail(message: str) -> click.BadParameter:
         return click.BadParameter(f"{path}: {message}", ctx=ctx, param=config_param)
 
@@ -73,9 +75,7 @@ def read_config(path: Path, ctx: click.Context, config_param: click.Parameter) -
     return values
 
 
-def _configurable(
-    command: click.Command, config_param: click.Parameter
-) -> dict[str, click.Parameter]:
+def _configurable(command: click.Command, config_param: click.Parameter) -> dict[str, click.Parameter]:
     """Every spelling a key may use (dashes as underscores) -> its parameter."""
     spellings: dict[str, click.Parameter] = {}
     for param in command.params:

@@ -1,4 +1,5 @@
 """Turning the library's complaints about its input into Click usage errors."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator

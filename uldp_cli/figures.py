@@ -1,5 +1,6 @@
 """PNG figures for `--plot` options: matplotlib with the Agg backend, imported only when a plot is
 asked for (it costs half a second), and saved atomically (a reader never sees half a PNG)."""
+
 from __future__ import annotations
 
 import io

@@ -1,4 +1,5 @@
 """Writing output files so that a reader never sees half of one."""
+
 from __future__ import annotations
 
 import os
@@ -6,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes | memoryview) -> None:
     """Replace `path` with `data` in one step: a crash leaves the old file or the new, whole.
 
     The data goes to a temporary file in the same directory (so `os.replace` is a rename on
@@ -31,9 +32,7 @@ def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
     _fsync_directory(directory)
 
 
-def atomic_write_text(
-    path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8"
-) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
     """`atomic_write_bytes` for text, encoded with `encoding` (UTF-8 unless told)."""
     atomic_write_bytes(path, text.encode(encoding))
 

@@ -1,4 +1,5 @@
 """One line naming the machine a timing was taken on, for benchmark output and docs."""
+
 from __future__ import annotations
 
 import os

@@ -4,14 +4,16 @@ Subcommand modules pull in numpy, scipy and the accountants, so they are importe
 subcommand runs: `uldp --help` and `uldp --version` import none of them, and `uldp account`
 imports only `uldp.cli.commands.account`.
 """
+
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import sys
-import importlib.util
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 import click
 
@@ -23,15 +25,17 @@ COMMANDS_PACKAGE = "uldp.cli.commands"
 # name -> one-line help shown by `uldp --help`. Kept here rather than read from the command so
 # that listing commands does not import them; the command's own docstring is what
 # `uldp NAME --help` shows.
-SUBCOMMANDS: Mapping[str, str] = MappingProxyType({
-    "account": "Privacy spent (epsilon at delta) by a training configuration.",
-    "calibrate": "Noise multiplier that meets a target (epsilon, delta).",
-    "personalize": "Per-record sampling probabilities from per-record budgets (rPDP-FL).",
-    "dropout": "Privacy lost when participants drop out, and the noise that restores it.",
-    "subject": "Subject-level DP across federation members (horizontal composition).",
-    "train": "Train with a ULDP-FL algorithm and track utility and epsilon per round.",
-    "bench": "Benchmarks: the cost of the private weighting protocol.",
-})
+SUBCOMMANDS: Mapping[str, str] = MappingProxyType(
+    {
+        "account": "Privacy spent (epsilon at delta) by a training configuration.",
+        "calibrate": "Noise multiplier that meets a target (epsilon, delta).",
+        "personalize": "Per-record sampling probabilities from per-record budgets (rPDP-FL).",
+        "dropout": "Privacy lost when participants drop out, and the noise that restores it.",
+        "subject": "Subject-level DP across federation members (horizontal composition).",
+        "train": "Train with a ULDP-FL algorithm and track utility and epsilon per round.",
+        "bench": "Benchmarks: the cost of the private weighting protocol.",
+    }
+)
 
 
 class LazyGroup(click.Group):
@@ -41,9 +45,7 @@ class LazyGroup(click.Group):
     unknown command, so the CLI keeps working while subcommands are being added.
     """
 
-    def __init__(
-        self, *args: Any, package: str, lazy_commands: Mapping[str, str], **kwargs: Any
-    ) -> None:
+    def __init__(self, *args: Any, package: str, lazy_commands: Mapping[str, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.package = package
         self.lazy_commands = dict(lazy_commands)
@@ -68,9 +70,7 @@ class LazyGroup(click.Group):
         module = importlib.import_module(self._module_name(cmd_name))
         command = getattr(module, "command", None)
         if not isinstance(command, click.Command):
-            raise TypeError(
-                f"{module.__name__} must define a click command named `command`"
-            )
+            raise TypeError(f"{module.__name__} must define a click command named `command`")
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
@@ -90,9 +90,9 @@ class LazyGroup(click.Group):
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         """Like click's, but bad input is reported as exactly one `Error: ...` line (exit 2)."""
         if not standalone_mode:
-            return super().main(*args, standalone_mode=False, **kwargs)
+            return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         try:
-            rv = super().main(*args, standalone_mode=False, **kwargs)
+            rv = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         except click.exceptions.NoArgsIsHelpError as err:
             err.show()
             sys.exit(err.exit_code)
@@ -103,15 +103,20 @@ class LazyGroup(click.Group):
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except MemoryError:
-            click.echo("Error: out of memory: ask for a smaller computation (fewer records, "
-                       "steps or group sizes, or another accountant)", err=True)
+            click.echo(
+                "Error: out of memory: ask for a smaller computation (fewer records, "
+                "steps or group sizes, or another accountant)",
+                err=True,
+            )
             sys.exit(1)
         except Exception as err:  # a bug, not bad input: say so in one line, keep the details
             if os.environ.get("ULDP_DEBUG"):
                 raise
-            click.echo(f"Error: internal error ({type(err).__name__}: {one_line(err)}); "
-                       "run again with ULDP_DEBUG=1 for the traceback and please report it",
-                       err=True)
+            click.echo(
+                f"Error: internal error ({type(err).__name__}: {one_line(err)}); "
+                "run again with ULDP_DEBUG=1 for the traceback and please report it",
+                err=True,
+            )
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 

@@ -3,6 +3,7 @@
 Every rejection goes through `ParamType.fail`, so the user sees Click's one line
 `Error: Invalid value for '--q': 1.5 is not in (0, 1]` and exit status 2.
 """
+
 from __future__ import annotations
 
 import math
@@ -28,9 +29,7 @@ class Interval(click.ParamType):
 
     name = "float"
 
-    def __init__(
-        self, low: float, high: float, *, low_open: bool = True, high_open: bool = True
-    ) -> None:
+    def __init__(self, low: float, high: float, *, low_open: bool = True, high_open: bool = True) -> None:
         self.low, self.high = low, high
         self.low_open, self.high_open = low_open, high_open
 
@@ -45,9 +44,7 @@ class Interval(click.ParamType):
         below = number < self.high if self.high_open else number <= self.high
         return above and below
 
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> float:
         # YAML gives real bools for `yes`/`true`; float(True) == 1.0 would slip through.
         if isinstance(value, bool):
             self.fail(f"{_shown(value)} is not a number.", param, ctx)
@@ -114,8 +111,8 @@ class OutputFile(click.Path):
         super().__init__(dir_okay=False, writable=True, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
-        path = super().convert(value, param, ctx)
-        directory = Path(path).resolve().parent
+        path = Path(os.fsdecode(super().convert(value, param, ctx)))  # path_type=Path: a Path already
+        directory = path.resolve().parent
         if not directory.is_dir() or not os.access(directory, os.W_OK):
             self.fail(f"{path}: directory {directory} does not exist or is not writable", param, ctx)
         return path
@@ -144,14 +141,18 @@ class AlgorithmChoice(click.Choice):
     def choices(self, value: Any) -> None:
         pass  # the registry is the only source of the choices
 
-    def shell_complete(self, ctx: click.Context, param: click.Parameter,
-                       incomplete: str) -> list[click.shell_completion.CompletionItem]:
+    def shell_complete(
+        self, ctx: click.Context, param: click.Parameter, incomplete: str
+    ) -> list[click.shell_completion.CompletionItem]:
         from click.shell_completion import CompletionItem
 
         from uldp.trainers.algorithms import get_algorithm
 
-        return [CompletionItem(name, help=get_algorithm(name).help)
-                for name in self.choices if name.startswith(incomplete)]
+        return [
+            CompletionItem(name, help=get_algorithm(name).help)
+            for name in self.choices
+            if name.startswith(incomplete)
+        ]
 
 
 class AlgorithmOption(click.Option):
@@ -190,9 +191,7 @@ class CommaList(click.ParamType):
             item = self.item_type.name.removesuffix(" range").upper()
         return f"{item},..."
 
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> list[Any]:
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> list[Any]:
         if isinstance(value, str):
             items: Sequence[Any] = [item.strip() for item in value.split(",")]
             if "" in items:
@@ -219,9 +218,7 @@ def comma_list_option(*param_decls: str, item_type: Any, **attrs: Any) -> Callab
         flat = [item for occurrence in value or () for item in occurrence]
         return callback(ctx, param, flat) if callback is not None else flat
 
-    return click.option(
-        *param_decls, type=CommaList(item_type), multiple=True, callback=flatten, **attrs
-    )
+    return click.option(*param_decls, type=CommaList(item_type), multiple=True, callback=flatten, **attrs)
 
 
 def format_option(f: F) -> F:
@@ -237,5 +234,6 @@ def format_option(f: F) -> F:
 
 
 #: --delta for every command that prints an epsilon (default 1e-5, as the papers use).
-delta_option = click.option("--delta", type=OpenUnitInterval(), default=1e-5, show_default=True,
-                            help="Target delta, in (0, 1).")
+delta_option = click.option(
+    "--delta", type=OpenUnitInterval(), default=1e-5, show_default=True, help="Target delta, in (0, 1)."
+)

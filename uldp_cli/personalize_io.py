@@ -6,9 +6,9 @@ way floats are written in their shortest round-trip form, so the q read back is 
 accounted.
 matplotlib is imported only when a plot is asked for, with the Agg backend (no display).
 """
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 import csv
 import io
 from dataclasses import dataclass
@@ -19,6 +19,7 @@ import numpy as np
 
 from uldp.accountants.personalization import STATUSES, Personalization
 from uldp.accountants.rate_search import ScfFit
+from uldp.errors import DataError
 
 from .errors import one_line
 from .figures import save_png, subplots
@@ -47,6 +48,7 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
     file, a missing column, a value that is not a number, a negative, NaN, infinite or empty
     budget (naming the first such row and its id).
     """
+
     def fail(message: str) -> click.BadParameter:
         return click.BadParameter(f"{path}: {message}", param_hint="'--budgets'")
 
@@ -58,8 +60,10 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
     if not header:
         raise fail("empty file; expected a header line naming the columns")
     if budget_column not in header:
-        raise fail(f"no column {budget_column!r} (columns: {', '.join(header)}); "
-                   "name the budget column with --budget-column")
+        raise fail(
+            f"no column {budget_column!r} (columns: {', '.join(header)}); "
+            "name the budget column with --budget-column"
+        )
     has_ids = id_column in header
     if id_given and not has_ids:
         raise fail(f"no column {id_column!r} (columns: {', '.join(header)}) for --id-column")
@@ -80,8 +84,7 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
         row = int(bad[0])
         value = "missing" if missing[row] else repr(float(values[row]))
         more = f" ({bad.size} such rows)" if bad.size > 1 else ""
-        raise fail(f"row {row + 1} (id {ids[row]!s}): budget {value} is not a finite "
-                   f"number >= 0{more}")
+        raise fail(f"row {row + 1} (id {ids[row]!s}): budget {value} is not a finite number >= 0{more}")
     return Budgets(ids, id_column if has_ids else "row", budget_column, values, str(path))
 
 
@@ -101,9 +104,12 @@ def _read_arrow(path: Path, budget_column: str, id_column: str | None):
     columns = [budget_column] if id_column is None else [id_column, budget_column]
     types = {budget_column: pa.float64(), **({} if id_column is None else {id_column: pa.string()})}
     try:
-        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
-            include_columns=columns, column_types=types, null_values=[""],
-            strings_can_be_null=False))
+        table = pacsv.read_csv(
+            path,
+            convert_options=pacsv.ConvertOptions(
+                include_columns=columns, column_types=types, null_values=[""], strings_can_be_null=False
+            ),
+        )
     except (pa.ArrowInvalid, OSError) as error:
         raise DataError(str(error)) from error
     column = table.column(budget_column)
@@ -125,8 +131,11 @@ def _read_stdlib(path: Path, budget_column: str, id_column: str | None):
                 raise DataError(f"row {row}: budget {text!r} is not a number") from None
             if id_column is not None:
                 ids.append(record.get(id_column) or "")
-    return (None if id_column is None else np.asarray(ids, dtype=object),
-            np.asarray(values, dtype=float), np.asarray(missing, dtype=bool))
+    return (
+        None if id_column is None else np.asarray(ids, dtype=object),
+        np.asarray(values, dtype=float),
+        np.asarray(missing, dtype=bool),
+    )
 
 
 def write_rates(path: Path, budgets: Budgets, result: Personalization) -> None:
@@ -135,6 +144,7 @@ def write_rates(path: Path, budgets: Budgets, result: Personalization) -> None:
     Floats are written in their shortest round-trip form, so the q read back is the q accounted.
     """
     names = [budgets.id_name, budgets.budget_name, *OUTPUT_COLUMNS]
+    data: bytes | memoryview
     if _pyarrow():
         data = _rates_arrow(names, budgets, result)
     else:
@@ -142,8 +152,15 @@ def write_rates(path: Path, budgets: Budgets, result: Personalization) -> None:
         writer = csv.writer(buffer, lineterminator="\n")
         writer.writerow(names)
         status = np.asarray(STATUSES, dtype=object)[result.status]
-        writer.writerows(zip(list(budgets.ids), budgets.values.tolist(), result.q.tolist(),
-                             result.spent.tolist(), status.tolist()))
+        writer.writerows(
+            zip(
+                list(budgets.ids),  # type: ignore[call-overload]  # an array of the file's ids
+                budgets.values.tolist(),
+                result.q.tolist(),
+                result.spent.tolist(),
+                status.tolist(),
+            )
+        )
         data = buffer.getvalue().encode("utf-8")
     atomic_write_bytes(path, data)
 
@@ -152,9 +169,20 @@ def _rates_arrow(names: list[str], budgets: Budgets, result: Personalization) ->
     import pyarrow as pa
 
     ids = budgets.ids if isinstance(budgets.ids, pa.Array) else _arrow(np.asarray(budgets.ids))
-    table = pa.table(dict(zip(names, [
-        ids, _arrow(budgets.values), _arrow(result.q), _arrow(result.spent),
-        pa.DictionaryArray.from_arrays(_arrow(result.status), pa.array(STATUSES))])))
+    table = pa.table(
+        dict(
+            zip(
+                names,
+                [
+                    ids,
+                    _arrow(budgets.values),
+                    _arrow(result.q),
+                    _arrow(result.spent),
+                    pa.DictionaryArray.from_arrays(_arrow(result.status), pa.array(STATUSES)),
+                ],
+            )
+        )
+    )
     header = io.StringIO()
     csv.writer(header, lineterminator="\n").writerow(names)
     try:  # plain fields, unless an id holds a comma, a quote or a line break
@@ -169,8 +197,11 @@ def _arrow(values: np.ndarray):
     import pyarrow as pa
 
     values = np.ascontiguousarray(values)
-    kind = {np.dtype(np.float64): pa.float64(), np.dtype(np.int64): pa.int64(),
-            np.dtype(np.uint8): pa.uint8()}[values.dtype]
+    kind = {
+        np.dtype(np.float64): pa.float64(),
+        np.dtype(np.int64): pa.int64(),
+        np.dtype(np.uint8): pa.uint8(),
+    }[values.dtype]
     return pa.Array.from_buffers(kind, values.size, [None, pa.py_buffer(values)])
 
 
@@ -179,23 +210,32 @@ def _csv_bytes(header: str, table, quoting: str) -> memoryview:
 
     buffer = io.BytesIO()
     buffer.write(header.encode("utf-8"))
-    pacsv.write_csv(table, buffer, write_options=pacsv.WriteOptions(include_header=False,
-                                                                    quoting_style=quoting))
+    pacsv.write_csv(
+        table, buffer, write_options=pacsv.WriteOptions(include_header=False, quoting_style=quoting)
+    )
     return buffer.getbuffer()
 
 
-def draw_plot(path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit,
-              result: Personalization, title: str) -> None:
+def draw_plot(
+    path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit, result: Personalization, title: str
+) -> None:
     """epsilon*(q), the SCF fit, and each record's (q, budget), on a log q axis, as a PNG."""
     figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
     axes.plot(qs, epsilons, color="black", lw=1.6, label="epsilon*(q), exact")
-    axes.plot(qs, fit(qs), color="tab:orange", lw=1.2, ls="--",
-              label=f"SCF fit e^(aq+b)+c, R^2 = {fit.r2:.5f}")
+    axes.plot(
+        qs, fit(qs), color="tab:orange", lw=1.2, ls="--", label=f"SCF fit e^(aq+b)+c, R^2 = {fit.r2:.5f}"
+    )
     used = np.flatnonzero(result.q > 0)
     if used.size > PLOT_POINTS:
         used = np.sort(np.random.default_rng(0).choice(used, PLOT_POINTS, replace=False))
-    axes.scatter(result.q[used], result.budgets[used], s=6, color="tab:blue", alpha=0.5,
-                 label=f"records (q, budget), {result.method}")
+    axes.scatter(
+        result.q[used],
+        result.budgets[used],
+        s=6,
+        color="tab:blue",
+        alpha=0.5,
+        label=f"records (q, budget), {result.method}",
+    )
     axes.set_xscale("log")
     # The budgets are what the plot is about; epsilon*(q) may climb far above them near q = 1.
     axes.set_ylim(0, 1.15 * max(float(result.budgets.max()), float(epsilons[0])))

@@ -1,8 +1,9 @@
 """A status line on stderr for long computations, silent for machine-readable output."""
+
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 
 @contextmanager
@@ -33,8 +34,14 @@ def progress_bar(fmt: str, total: int, label: str) -> Iterator[Callable[..., Non
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TimeElapsedColumn(), TextColumn("{task.fields[status]}"), console=console,
-                  transient=True) as bar:
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=console,
+        transient=True,
+    ) as bar:
         task = bar.add_task(label, total=total, status="")
         yield lambda **fields: bar.update(task, **fields)

@@ -2,9 +2,9 @@
 
 Every subcommand builds rows (dicts) and calls `emit`; nothing else writes results to stdout.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import csv
 import io
 import json
@@ -15,6 +15,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import click
+
+from uldp.errors import InvalidParameter
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -118,9 +120,7 @@ def _emit_table(
 def _print_indented(console: Console, line: str) -> None:
     # Wrapped here, with a hanging indent, rather than by rich, which would lose the indent and
     # pad the wrapped lines with trailing spaces.
-    wrapped = textwrap.wrap(
-        line, width=console.width, initial_indent="  ", subsequent_indent="    "
-    )
+    wrapped = textwrap.wrap(line, width=console.width, initial_indent="  ", subsequent_indent="    ")
     console.print("\n".join(wrapped), markup=False, soft_wrap=True)
 
 

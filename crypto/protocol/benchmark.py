@@ -4,9 +4,9 @@ One `benchmark_run` is a fresh setup (Paillier and DH keys, blinded histograms) 
 weighting rounds at a given |S|, |U| and d; every round's decoded aggregate is checked against
 the plaintext weighted sum. Used by `uldp bench protocol` and benchmarks/bench_protocol.py.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +14,22 @@ from dataclasses import dataclass
 import numpy as np
 
 from uldp.crypto.encoding import (
-    DEFAULT_N_MAX, DEFAULT_PRECISION, DEFAULT_VALUE_BOUND, Encoding, largest_n_max,
+    DEFAULT_N_MAX,
+    DEFAULT_PRECISION,
+    DEFAULT_VALUE_BOUND,
+    Encoding,
+    largest_n_max,
 )
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.protocol.run import (
-    largest_value, plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
+    largest_value,
+    plaintext_weighted_sum,
+    rounding_tolerance,
+    setup,
+    weighting_round,
 )
 from uldp.crypto.weighting import encrypted_weighted_sum
+from uldp.errors import InvalidParameter
 
 PHASES = ("key_exchange", "blinded_histograms", "server_weights", "silo_weighting", "aggregation")
 
@@ -56,11 +65,19 @@ def synthetic_inputs(silos: int, users: int, d: int, seed: int = 0):
 
 def default_n_max(key_bits: int, users: int, silos: int, precision: float) -> int:
     """The largest N_max <= 2000 that any `key_bits`-bit modulus (>= 2^(bits-1)) can hold."""
-    n_max = largest_n_max(2 ** (key_bits - 1), users, silos, precision=precision,
-                          value_bound=DEFAULT_VALUE_BOUND, ceiling=DEFAULT_N_MAX)
+    n_max = largest_n_max(
+        2 ** (key_bits - 1),
+        users,
+        silos,
+        precision=precision,
+        value_bound=DEFAULT_VALUE_BOUND,
+        ceiling=DEFAULT_N_MAX,
+    )
     if n_max < 1:
-        raise InvalidParameter(f"a {key_bits}-bit key cannot hold values of {DEFAULT_VALUE_BOUND:g} at "
-                         f"precision {precision:g}; use a larger key or a coarser precision")
+        raise InvalidParameter(
+            f"a {key_bits}-bit key cannot hold values of {DEFAULT_VALUE_BOUND:g} at "
+            f"precision {precision:g}; use a larger key or a coarser precision"
+        )
     return n_max
 
 
@@ -70,9 +87,18 @@ def run_steps(silos: int, rounds: int, compare_straightforward: bool) -> int:
 
 
 def benchmark_run(
-    *, params: int, users: int, silos: int, key_bits: int, rounds: int = 1,
-    test_keys: bool = False, precision: float = DEFAULT_PRECISION, n_max: int | None = None,
-    compare_straightforward: bool = False, workers: int | None = None, seed: int = 0,
+    *,
+    params: int,
+    users: int,
+    silos: int,
+    key_bits: int,
+    rounds: int = 1,
+    test_keys: bool = False,
+    precision: float = DEFAULT_PRECISION,
+    n_max: int | None = None,
+    compare_straightforward: bool = False,
+    workers: int | None = None,
+    seed: int = 0,
     progress: Callable[[str], None] = lambda step: None,
 ) -> BenchmarkRun:
     """Setup and `rounds` rounds of Protocol 1 on synthetic data, timed per phase and verified.
@@ -83,8 +109,9 @@ def benchmark_run(
     """
     n_max = default_n_max(key_bits, users, silos, precision) if n_max is None else n_max
     encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
-    protocol = ProtocolParams(silos=silos, users=users, dimension=params, key_bits=key_bits,
-                              encoding=encoding, test_keys=test_keys)
+    protocol = ProtocolParams(
+        silos=silos, users=users, dimension=params, key_bits=key_bits, encoding=encoding, test_keys=test_keys
+    )
     counts, deltas, noise = synthetic_inputs(silos, users, params, seed)
     sampled = np.ones(users, dtype=bool)
     federation = setup(counts, protocol)
@@ -117,8 +144,18 @@ def benchmark_run(
         matches = [private.decrypt(c) for c in slow] == [private.decrypt(c) for c in fast]
         verified = verified and matches
         progress("straightforward silo phase")
-    return BenchmarkRun(params=params, users=users, silos=silos, key_bits=key_bits, rounds=rounds,
-                        n_max=n_max, precision=precision, seconds=seconds, max_error=max_error,
-                        tolerance=tolerance, verified=bool(verified),
-                        straightforward_seconds=straightforward_seconds,
-                        straightforward_matches=matches)
+    return BenchmarkRun(
+        params=params,
+        users=users,
+        silos=silos,
+        key_bits=key_bits,
+        rounds=rounds,
+        n_max=n_max,
+        precision=precision,
+        seconds=seconds,
+        max_error=max_error,
+        tolerance=tolerance,
+        verified=bool(verified),
+        straightforward_seconds=straightforward_seconds,
+        straightforward_matches=matches,
+    )

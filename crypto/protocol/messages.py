@@ -3,6 +3,7 @@
 Each party keeps what it received (`inbox`), so a test can inspect exactly what every party saw.
 Ciphertexts and field elements are Python ints; nothing else crosses between parties.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

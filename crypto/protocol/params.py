@@ -1,11 +1,12 @@
 """The public parameters of Protocol 1 that every party agrees on before setup."""
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 from dataclasses import dataclass, field
 
 from uldp.crypto.encoding import Encoding
 from uldp.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
+from uldp.errors import InvalidParameter
 
 
 @dataclass(frozen=True)

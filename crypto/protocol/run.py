@@ -4,9 +4,9 @@
 its recipient, exactly as a networked deployment would, and times every phase (as in Fig. 11
 of ULDP-FL). `secure_weighted_sum` is the one-call entry point for training code.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -14,12 +14,17 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from uldp.crypto.encoding import (
-    DEFAULT_N_MAX, DEFAULT_PRECISION, DEFAULT_VALUE_BOUND, Encoding, largest_n_max,
+    DEFAULT_N_MAX,
+    DEFAULT_PRECISION,
+    DEFAULT_VALUE_BOUND,
+    Encoding,
+    largest_n_max,
 )
 from uldp.crypto.paillier import PrivateKey, PublicKey, generate_keypair
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.protocol.server import AggregationServer
 from uldp.crypto.protocol.silo import SEED_OWNER, Silo
+from uldp.errors import InvalidParameter
 
 
 @dataclass
@@ -44,8 +49,9 @@ class RoundResult:
     silo_seconds: tuple[float, ...]
 
 
-def setup(counts: np.ndarray, params: ProtocolParams,
-          keypair: tuple[PublicKey, PrivateKey] | None = None) -> Federation:
+def setup(
+    counts: np.ndarray, params: ProtocolParams, keypair: tuple[PublicKey, PrivateKey] | None = None
+) -> Federation:
     """Setup (a)-(f) of Protocol 1 for `counts` (|S|, |U|) = n_{s,u}; each silo sees only its row."""
     counts = np.asarray(counts)
     if counts.shape != (params.silos, params.users):
@@ -77,9 +83,16 @@ def setup(counts: np.ndarray, params: ProtocolParams,
     return Federation(server, silos, seconds)
 
 
-def weighting_round(federation: Federation, round_index: int, silo_deltas: Sequence[np.ndarray],
-                    silo_noise: Sequence[np.ndarray], sampled: np.ndarray, *,
-                    method: str = "fast", workers: int | None = None) -> RoundResult:
+def weighting_round(
+    federation: Federation,
+    round_index: int,
+    silo_deltas: Sequence[np.ndarray],
+    silo_noise: Sequence[np.ndarray],
+    sampled: np.ndarray,
+    *,
+    method: str = "fast",
+    workers: int | None = None,
+) -> RoundResult:
     """Round (a)-(c): encrypted weights, each silo's masked encrypted sum, decryption."""
     server, silos = federation.server, federation.silos
     if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
@@ -101,8 +114,12 @@ def weighting_round(federation: Federation, round_index: int, silo_deltas: Seque
     return RoundResult(aggregate, seconds, tuple(silo_seconds))
 
 
-def plaintext_weighted_sum(silo_deltas: Sequence[np.ndarray], counts: np.ndarray,
-                           sampled: np.ndarray, silo_noise: Sequence[np.ndarray]) -> np.ndarray:
+def plaintext_weighted_sum(
+    silo_deltas: Sequence[np.ndarray],
+    counts: np.ndarray,
+    sampled: np.ndarray,
+    silo_noise: Sequence[np.ndarray],
+) -> np.ndarray:
     """sum_s sum_u sampled_u (n_{s,u} / N_u) delta_{s,u} + sum_s z_s in floating point (Eq. (3))."""
     counts = np.asarray(counts, dtype=float)
     totals = counts.sum(axis=0)
@@ -114,12 +131,11 @@ def plaintext_weighted_sum(silo_deltas: Sequence[np.ndarray], counts: np.ndarray
     return np.asarray(result, dtype=float)
 
 
-FLOAT64_UNIT_ROUNDOFF = 2.0 ** -53
+FLOAT64_UNIT_ROUNDOFF = 2.0**-53
 """u: a float64 operation is exact up to a factor (1 + delta), |delta| <= u."""
 
 
-def rounding_tolerance(encoding: Encoding, users: int, silos: int,
-                       max_abs: float | None = None) -> float:
+def rounding_tolerance(encoding: Encoding, users: int, silos: int, max_abs: float | None = None) -> float:
     """Worst-case |secure - plaintext| per coordinate: fixed-point rounding plus float64 error.
 
     Fixed point (Theorem 4): each encoded value is off by at most P / 2; user u's terms carry
@@ -147,20 +163,31 @@ def rounding_tolerance(encoding: Encoding, users: int, silos: int,
     return (users + silos) * (half + gamma * (bound + half))
 
 
-def largest_value(silo_deltas: Sequence[np.ndarray],
-                  silo_noise: Sequence[np.ndarray]) -> float:
+def largest_value(silo_deltas: Sequence[np.ndarray], silo_noise: Sequence[np.ndarray]) -> float:
     """max |value| over every delta and noise coordinate: the `max_abs` of `rounding_tolerance`."""
-    return float(max((np.max(np.abs(np.asarray(a, dtype=float)), initial=0.0)
-                      for a in [*silo_deltas, *silo_noise]), default=0.0))
+    return float(
+        max(
+            (np.max(np.abs(np.asarray(a, dtype=float)), initial=0.0) for a in [*silo_deltas, *silo_noise]),
+            default=0.0,
+        )
+    )
 
 
-def secure_weighted_sum(silo_deltas: list[np.ndarray],  # per silo, (users, d) clipped per-user deltas (float)
-                        counts: np.ndarray,             # (silos, users) int, n_{s,u}
-                        sampled: np.ndarray,            # (users,) bool, user-level sub-sampling
-                        silo_noise: list[np.ndarray],   # per silo, (d,) Gaussian noise share (float)
-                        *, key_bits: int = 3072, test_keys: bool = False,
-                        precision: float | None = None, n_max: int | None = None) -> np.ndarray:
-    """Runs Protocol 1 end to end; returns sum_s sum_u sampled_u * n_su/N_u * delta_su + sum_s noise_s (to within the encoding precision).
+def secure_weighted_sum(
+    silo_deltas: list[np.ndarray],  # per silo, (users, d) clipped per-user deltas (float)
+    counts: np.ndarray,  # (silos, users) int, n_{s,u}
+    sampled: np.ndarray,  # (users,) bool, user-level sub-sampling
+    silo_noise: list[np.ndarray],  # per silo, (d,) Gaussian noise share (float)
+    *,
+    key_bits: int = 3072,
+    test_keys: bool = False,
+    precision: float | None = None,
+    n_max: int | None = None,
+) -> np.ndarray:
+    """Runs Protocol 1 end to end.
+
+    Returns sum_s sum_u sampled_u * n_su/N_u * delta_su + sum_s noise_s (to within the encoding
+    precision).
 
     A fresh setup (keys, DH, histograms) and one weighting round. `precision` defaults to
     P = 1e-10; `n_max` defaults to the largest N_max <= 2000 that the key can hold (all 2000 at
@@ -169,14 +196,17 @@ def secure_weighted_sum(silo_deltas: list[np.ndarray],  # per silo, (users, d) c
     """
     silos = np.shape(counts)[0] if np.ndim(counts) == 2 else None
     if len(silo_deltas) != silos or len(silo_noise) != silos:
-        raise InvalidParameter(f"counts must be (silos, users) with one delta array and one noise share "
-                         f"per silo; got counts of shape {np.shape(counts)}, {len(silo_deltas)} "
-                         f"delta arrays and {len(silo_noise)} noise shares")
+        raise InvalidParameter(
+            f"counts must be (silos, users) with one delta array and one noise share "
+            f"per silo; got counts of shape {np.shape(counts)}, {len(silo_deltas)} "
+            f"delta arrays and {len(silo_noise)} noise shares"
+        )
     first = np.asarray(silo_deltas[0])
     if first.ndim != 2:
         raise InvalidParameter(f"each silo's deltas must be a (users, d) array, got shape {first.shape}")
-    session = WeightingSession(counts, first.shape[1], key_bits=key_bits, test_keys=test_keys,
-                               precision=precision, n_max=n_max)
+    session = WeightingSession(
+        counts, first.shape[1], key_bits=key_bits, test_keys=test_keys, precision=precision, n_max=n_max
+    )
     return session.round(silo_deltas, sampled, silo_noise)
 
 
@@ -188,43 +218,71 @@ class WeightingSession:
     `secure_weighted_sum`; `dimension` is d.
     """
 
-    def __init__(self, counts: np.ndarray, dimension: int, *, key_bits: int = 3072,
-                 test_keys: bool = False, precision: float | None = None,
-                 n_max: int | None = None, workers: int | None = None) -> None:
+    def __init__(
+        self,
+        counts: np.ndarray,
+        dimension: int,
+        *,
+        key_bits: int = 3072,
+        test_keys: bool = False,
+        precision: float | None = None,
+        n_max: int | None = None,
+        workers: int | None = None,
+    ) -> None:
         counts = np.asarray(counts)
         if counts.ndim != 2 or not np.issubdtype(counts.dtype, np.integer):
-            raise InvalidParameter(f"counts must be a (silos, users) integer array, got {counts.dtype} "
-                             f"{counts.shape}")
+            raise InvalidParameter(
+                f"counts must be a (silos, users) integer array, got {counts.dtype} {counts.shape}"
+            )
         silos, users = counts.shape
         precision = DEFAULT_PRECISION if precision is None else precision
         public, private = generate_keypair(key_bits, test_keys=test_keys)
         if n_max is None:
-            n_max = largest_n_max(public.n, users, silos, precision=precision,
-                                  value_bound=DEFAULT_VALUE_BOUND, ceiling=DEFAULT_N_MAX)
+            n_max = largest_n_max(
+                public.n,
+                users,
+                silos,
+                precision=precision,
+                value_bound=DEFAULT_VALUE_BOUND,
+                ceiling=DEFAULT_N_MAX,
+            )
             if n_max < 1:
-                raise InvalidParameter(f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
-                                 f"{precision:g}; use a larger key or a coarser precision")
+                raise InvalidParameter(
+                    f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
+                    f"{precision:g}; use a larger key or a coarser precision"
+                )
         encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
         for u, total in enumerate(counts.sum(axis=0).tolist()):
             encoding.check_count(int(total), f"N_u for user {u}")
-        self.params = ProtocolParams(silos=silos, users=users, dimension=dimension,
-                                     key_bits=key_bits, encoding=encoding, test_keys=test_keys)
+        self.params = ProtocolParams(
+            silos=silos,
+            users=users,
+            dimension=dimension,
+            key_bits=key_bits,
+            encoding=encoding,
+            test_keys=test_keys,
+        )
         self.federation = setup(counts, self.params, keypair=(public, private))
         self.workers = workers
         self.rounds_done = 0
 
-    def round(self, silo_deltas: Sequence[np.ndarray], sampled: np.ndarray,
-              silo_noise: Sequence[np.ndarray]) -> np.ndarray:
+    def round(
+        self, silo_deltas: Sequence[np.ndarray], sampled: np.ndarray, silo_noise: Sequence[np.ndarray]
+    ) -> np.ndarray:
         """One weighting round (a)-(c): the decoded weighted sum plus the noise shares."""
         p = self.params
         if len(silo_deltas) != p.silos or len(silo_noise) != p.silos:
-            raise InvalidParameter(f"counts has {p.silos} silos but got {len(silo_deltas)} delta arrays "
-                             f"and {len(silo_noise)} noise shares")
+            raise InvalidParameter(
+                f"counts has {p.silos} silos but got {len(silo_deltas)} delta arrays "
+                f"and {len(silo_noise)} noise shares"
+            )
         for deltas in silo_deltas:
             if np.shape(deltas) != (p.users, p.dimension):
-                raise InvalidParameter(f"each silo's deltas must be ({p.users}, {p.dimension}), "
-                                 f"got {np.shape(deltas)}")
-        result = weighting_round(self.federation, self.rounds_done, silo_deltas, silo_noise,
-                                 sampled, workers=self.workers)
+                raise InvalidParameter(
+                    f"each silo's deltas must be ({p.users}, {p.dimension}), got {np.shape(deltas)}"
+                )
+        result = weighting_round(
+            self.federation, self.rounds_done, silo_deltas, silo_noise, sampled, workers=self.workers
+        )
         self.rounds_done += 1
         return result.aggregate

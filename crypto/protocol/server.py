@@ -5,9 +5,9 @@ doubly blinded histograms B'(n_{s,u}) (uniform on F_n one by one), their sum B(N
 (uniform on F_n for N_u > 0, since r_u is a uniform unit unknown to A -- Appendix D.5) and, each
 round, masked encrypted sums whose decryptions are uniform except for their total.
 """
+
 from __future__ import annotations
 
-from uldp.errors import ProtocolError
 from collections.abc import Sequence
 
 import gmpy2
@@ -16,17 +16,22 @@ import numpy as np
 from uldp.crypto.masking import inverse_mod
 from uldp.crypto.paillier import PrivateKey, PublicKey, check_modulus, generate_keypair
 from uldp.crypto.protocol.messages import (
-    BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
-    MaskedSumMessage, PaillierKeyMessage, SealedSeedMessage,
+    BlindedHistogramMessage,
+    DhKeyMessage,
+    DhKeysBroadcast,
+    EncryptedWeightsMessage,
+    MaskedSumMessage,
+    PaillierKeyMessage,
+    SealedSeedMessage,
 )
 from uldp.crypto.protocol.params import ProtocolParams
+from uldp.errors import ProtocolError
 
 
 class AggregationServer:
     """The party A: key generation, relaying, inverses of the blinded histogram, decryption."""
 
-    def __init__(self, params: ProtocolParams,
-                 keypair: tuple[PublicKey, PrivateKey] | None = None) -> None:
+    def __init__(self, params: ProtocolParams, keypair: tuple[PublicKey, PrivateKey] | None = None) -> None:
         self.params = params
         self.inbox: list[object] = []
         if keypair is not None:
@@ -81,8 +86,9 @@ class AggregationServer:
         self.inbox.append(message)
         self._check_silo(message.silo)
         if len(message.values) != self.params.users:
-            raise ProtocolError(f"silo {message.silo} sent {len(message.values)} counts, "
-                             f"expected {self.params.users}")
+            raise ProtocolError(
+                f"silo {message.silo} sent {len(message.values)} counts, expected {self.params.users}"
+            )
         self._histograms[message.silo] = message.values
 
     def blinded_totals(self) -> list[gmpy2.mpz]:
@@ -91,8 +97,10 @@ class AggregationServer:
         if missing:
             raise RuntimeError(f"no blinded histogram yet from silos {sorted(missing)}")
         n = self.public_key.n
-        return [sum((gmpy2.mpz(self._histograms[s][u]) for s in range(self.params.silos)),
-                    gmpy2.mpz(0)) % n for u in range(self.params.users)]
+        return [
+            sum((gmpy2.mpz(self._histograms[s][u]) for s in range(self.params.silos)), gmpy2.mpz(0)) % n
+            for u in range(self.params.users)
+        ]
 
     def compute_inverses(self) -> None:
         """B_inv(N_u) = B(N_u)^{-1} mod n (setup (f)).
@@ -101,12 +109,14 @@ class AggregationServer:
         the user weight 0, which changes nothing since every n_{s,u} is 0.
         """
         n = self.public_key.n
-        self._blinded_inverses = [gmpy2.mpz(0) if b == 0 else inverse_mod(b, n)
-                                  for b in self.blinded_totals()]
+        self._blinded_inverses = [
+            gmpy2.mpz(0) if b == 0 else inverse_mod(b, n) for b in self.blinded_totals()
+        ]
 
     # Round (a): encrypted weights, 0 for users not sub-sampled.
-    def encrypted_weights(self, round_index: int,
-                          sampled: Sequence[bool] | np.ndarray) -> EncryptedWeightsMessage:
+    def encrypted_weights(
+        self, round_index: int, sampled: Sequence[bool] | np.ndarray
+    ) -> EncryptedWeightsMessage:
         if self._blinded_inverses is None:
             raise RuntimeError("setup (f) has not run: no blinded inverses yet")
         sampled = np.asarray(sampled, dtype=bool)
@@ -114,8 +124,9 @@ class AggregationServer:
             raise ProtocolError(f"sampled must have shape ({self.params.users},), got {sampled.shape}")
         # The key holder encrypts through the CRT, about four times faster than with PK alone.
         sk = self.private_key
-        ciphertexts = tuple(int(sk.encrypt(b if keep else 0))
-                            for b, keep in zip(self._blinded_inverses, sampled))
+        ciphertexts = tuple(
+            int(sk.encrypt(b if keep else 0)) for b, keep in zip(self._blinded_inverses, sampled)
+        )
         self._sums[round_index] = {}
         return EncryptedWeightsMessage(round_index, ciphertexts)
 
@@ -126,8 +137,10 @@ class AggregationServer:
         if message.round not in self._sums:
             raise ProtocolError(f"round {message.round} was not opened by the server")
         if len(message.ciphertexts) != self.params.dimension:
-            raise ProtocolError(f"silo {message.silo} sent {len(message.ciphertexts)} coordinates, "
-                             f"expected {self.params.dimension}")
+            raise ProtocolError(
+                f"silo {message.silo} sent {len(message.ciphertexts)} coordinates, "
+                f"expected {self.params.dimension}"
+            )
         self._sums[message.round][message.silo] = message.ciphertexts
 
     def aggregate(self, round_index: int) -> np.ndarray:

@@ -5,9 +5,9 @@ protocol it learns the other silos' DH public keys, the shared seed R (hence eve
 Paillier ciphertexts Enc(B_inv(N_u)) it cannot decrypt: nothing about another silo's n_{s',u}
 (Theorem 5, Appendix D.5).
 """
+
 from __future__ import annotations
 
-from uldp.errors import ProtocolError
 import secrets
 from collections.abc import Sequence
 
@@ -19,12 +19,18 @@ from uldp.crypto.masking import add_masks, blind, pairwise_masks
 from uldp.crypto.paillier import PublicKey, check_modulus
 from uldp.crypto.prg import unit_elements
 from uldp.crypto.protocol.messages import (
-    BlindedHistogramMessage, DhKeyMessage, DhKeysBroadcast, EncryptedWeightsMessage,
-    MaskedSumMessage, PaillierKeyMessage, SealedSeedMessage,
+    BlindedHistogramMessage,
+    DhKeyMessage,
+    DhKeysBroadcast,
+    EncryptedWeightsMessage,
+    MaskedSumMessage,
+    PaillierKeyMessage,
+    SealedSeedMessage,
 )
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.sealing import open_sealed, seal
 from uldp.crypto.weighting import encrypted_weighted_sum, user_factors
+from uldp.errors import ProtocolError
 
 SEED_OWNER = 0
 """The silo that draws R (setup (c))."""
@@ -40,8 +46,9 @@ class Silo:
             raise ProtocolError(f"silo id {silo_id} is not in [0, {params.silos})")
         counts = np.asarray(counts)
         if counts.shape != (params.users,):
-            raise ProtocolError(f"silo {silo_id}: counts must have shape ({params.users},), "
-                             f"got {counts.shape}")
+            raise ProtocolError(
+                f"silo {silo_id}: counts must have shape ({params.users},), got {counts.shape}"
+            )
         if not np.issubdtype(counts.dtype, np.integer):
             raise ProtocolError(f"silo {silo_id}: counts n_su must be integers")
         for u, n_su in enumerate(counts.tolist()):
@@ -85,14 +92,17 @@ class Silo:
     def sealed_seeds(self) -> list[SealedSeedMessage]:
         if self.id != SEED_OWNER or self._seed is None:
             raise RuntimeError(f"only silo {SEED_OWNER} draws the shared seed R")
-        return [SealedSeedMessage(self.id, peer, seal(key, self._seed, _seed_context(peer)))
-                for peer, key in sorted(self._seal_keys.items())]
+        return [
+            SealedSeedMessage(self.id, peer, seal(key, self._seed, _seed_context(peer)))
+            for peer, key in sorted(self._seal_keys.items())
+        ]
 
     def receive_sealed_seed(self, message: SealedSeedMessage) -> None:
         self.inbox.append(message)
         if message.recipient != self.id or message.sender != SEED_OWNER:
-            raise ProtocolError(f"silo {self.id}: sealed seed addressed to {message.recipient} "
-                             f"from {message.sender}")
+            raise ProtocolError(
+                f"silo {self.id}: sealed seed addressed to {message.recipient} from {message.sender}"
+            )
         self._seed = open_sealed(self._seal_keys[SEED_OWNER], message.box, _seed_context(self.id))
 
     # Setup (d)-(e).
@@ -104,8 +114,15 @@ class Silo:
         return BlindedHistogramMessage(self.id, tuple(int(v) for v in add_masks(blinded, masks, n)))
 
     # Round (b)-(c).
-    def masked_sum(self, message: EncryptedWeightsMessage, deltas: np.ndarray, noise: np.ndarray,
-                   *, method: str = "fast", workers: int | None = None) -> MaskedSumMessage:
+    def masked_sum(
+        self,
+        message: EncryptedWeightsMessage,
+        deltas: np.ndarray,
+        noise: np.ndarray,
+        *,
+        method: str = "fast",
+        workers: int | None = None,
+    ) -> MaskedSumMessage:
         """Enc(sum_u E(delta_{s,u}) n_{s,u} r_u C_LCM B_inv(N_u) + E(z_s) C_LCM + masks).
 
         `deltas` is (|U|, d): the clipped per-user deltas of this silo (rows of users without
@@ -113,12 +130,12 @@ class Silo:
         `method` is "fast" or "straightforward" (`crypto.weighting`).
         """
         inputs = self.weighting_inputs(message, deltas, noise)
-        ciphertexts = encrypted_weighted_sum(self._public(), *inputs, method=method,
-                                             workers=workers)
+        ciphertexts = encrypted_weighted_sum(self._public(), *inputs, method=method, workers=workers)
         return MaskedSumMessage(self.id, message.round, tuple(int(c) for c in ciphertexts))
 
-    def weighting_inputs(self, message: EncryptedWeightsMessage, deltas: np.ndarray,
-                         noise: np.ndarray) -> tuple[list, list, list, list]:
+    def weighting_inputs(
+        self, message: EncryptedWeightsMessage, deltas: np.ndarray, noise: np.ndarray
+    ) -> tuple[list, list, list, list]:
         """(Enc(B_inv(N_u)), k_u, E_{u,j}, offset_j) of round (b): what `crypto.weighting` needs.
 
         k_u = n_{s,u} r_u C_LCM mod n; E_{u,j} the signed fixed-point deltas; offset_j the
@@ -132,26 +149,28 @@ class Silo:
         deltas = np.asarray(deltas, dtype=float)
         noise = np.asarray(noise, dtype=float)
         if deltas.shape != (p.users, p.dimension):
-            raise ProtocolError(f"silo {self.id}: deltas must have shape ({p.users}, {p.dimension}), "
-                             f"got {deltas.shape}")
+            raise ProtocolError(
+                f"silo {self.id}: deltas must have shape ({p.users}, {p.dimension}), got {deltas.shape}"
+            )
         if noise.shape != (p.dimension,):
-            raise ProtocolError(f"silo {self.id}: noise must have shape ({p.dimension},), "
-                             f"got {noise.shape}")
+            raise ProtocolError(f"silo {self.id}: noise must have shape ({p.dimension},), got {noise.shape}")
         if len(message.ciphertexts) != p.users:
-            raise ProtocolError(f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for "
-                             f"{p.users} users")
+            raise ProtocolError(
+                f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for {p.users} users"
+            )
         if message.round in self._rounds_used:
-            raise ProtocolError(f"silo {self.id}: round {message.round} was already used; a round "
-                             f"index must be fresh, or its pairwise masks would be reused")
+            raise ProtocolError(
+                f"silo {self.id}: round {message.round} was already used; a round "
+                f"index must be fresh, or its pairwise masks would be reused"
+            )
         pk = self._public()
         encoding = p.encoding
         present = np.asarray(self._counts)[:, None] > 0
         fixed_flat = encoding.fixed_point(np.where(present, deltas, 0.0))
-        fixed = [fixed_flat[u * p.dimension:(u + 1) * p.dimension] for u in range(p.users)]
+        fixed = [fixed_flat[u * p.dimension : (u + 1) * p.dimension] for u in range(p.users)]
         c_lcm = gmpy2.mpz(encoding.c_lcm)
         noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
-        masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension,
-                               pk.n)
+        masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension, pk.n)
         self._rounds_used.add(message.round)
         offsets = add_masks(noise_terms, masks, pk.n)
         factors = user_factors(self._counts, self._multiplicative_blinds(), encoding.c_lcm, pk.n)
@@ -163,8 +182,9 @@ class Silo:
         if self._blinds is None:
             if self._seed is None:
                 raise RuntimeError(f"silo {self.id}: setup (c) has not run: no shared seed R")
-            self._blinds = unit_elements(self._seed, "multiplicative-blinds", self.params.users,
-                                         self._modulus())
+            self._blinds = unit_elements(
+                self._seed, "multiplicative-blinds", self.params.users, self._modulus()
+            )
         return self._blinds
 
     def _public(self) -> PublicKey:

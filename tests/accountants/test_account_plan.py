@@ -1,11 +1,12 @@
 """account_plan: the one function from an algorithm's plan to its guarantees."""
+
 import pytest
 
 from uldp.accountants.account import account, account_plan, group_level, record_level
 from uldp.accountants.algorithms import Plan
-from uldp.trainers.algorithms import plan_algorithm
 from uldp.accountants.mechanism import SubsampledGaussian
 from uldp.accountants.participation import known_participation_epsilon
+from uldp.trainers.algorithms import plan_algorithm
 
 DELTA = 1e-5
 PLANS = [
@@ -49,12 +50,15 @@ def test_group_plan_accounts_each_k_and_method():
     plan = PLANS[3]
     rows = account_plan(plan, delta=DELTA, ks=(1, 4), methods=("rdp", "normal"))
     assert [(r.k, r.method, r.level, r.algorithm) for r in rows] == [
-        (1, "record", "user", "uldp-group"), (4, "rdp", "user", "uldp-group"),
-        (4, "normal", "user", "uldp-group")]
+        (1, "record", "user", "uldp-group"),
+        (4, "rdp", "user", "uldp-group"),
+        (4, "normal", "user", "uldp-group"),
+    ]
 
 
 def test_a_bare_mechanism_is_account():
     mechanism = SubsampledGaussian(5, 0.01, 1000)
     plan = Plan("mechanism", mechanism, None)
-    assert (account_plan(plan, delta=DELTA, ks=(1, 2), methods=("rdp", "normal"))
-            == account(mechanism, delta=DELTA, ks=(1, 2), methods=("rdp", "normal")))
+    assert account_plan(plan, delta=DELTA, ks=(1, 2), methods=("rdp", "normal")) == account(
+        mechanism, delta=DELTA, ks=(1, 2), methods=("rdp", "normal")
+    )

@@ -1,4 +1,5 @@
 """The rPDP-FL budget presets: seeded, clipped, and shaped as the experiments describe."""
+
 import numpy as np
 import pytest
 
@@ -14,10 +15,13 @@ def test_presets_are_seeded_and_clipped(name):
     assert "clipped to [0.1, 10]" in describe(name)
 
 
-@pytest.mark.parametrize("name,levels,shares", [
-    ("three-levels", [0.1, 1.0, 5.0], [0.7, 0.2, 0.1]),
-    ("group-3", [1.0, 2.0, 3.0], [0.54, 0.37, 0.09]),
-])
+@pytest.mark.parametrize(
+    "name,levels,shares",
+    [
+        ("three-levels", [0.1, 1.0, 5.0], [0.7, 0.2, 0.1]),
+        ("group-3", [1.0, 2.0, 3.0], [0.54, 0.37, 0.09]),
+    ],
+)
 def test_levels_have_their_shares(name, levels, shares):
     budgets = sample_budgets(name, 40_000, seed=0)
     values, counts = np.unique(budgets, return_counts=True)
@@ -33,10 +37,13 @@ def test_group_100_is_one_hundred_even_groups():
     assert not np.all(np.diff(budgets) >= 0)  # shuffled, not sorted by group
 
 
-@pytest.mark.parametrize("name,means,stds", [
-    ("individual-1000", [1.0, 2.0, 5.0], [0.1, 0.2, 0.5]),
-    ("bounded-mix-gauss", [0.1, 1.0, 5.0], [0.05, 0.1, 0.5]),
-])
+@pytest.mark.parametrize(
+    "name,means,stds",
+    [
+        ("individual-1000", [1.0, 2.0, 5.0], [0.1, 0.2, 0.5]),
+        ("bounded-mix-gauss", [0.1, 1.0, 5.0], [0.05, 0.1, 0.5]),
+    ],
+)
 def test_mixtures_have_their_components(name, means, stds):
     budgets = sample_budgets(name, 100_000, seed=1)
     assert np.unique(budgets).size > 90_000 or name == "bounded-mix-gauss"  # clipping at 0.1 ties some
@@ -56,7 +63,7 @@ def test_bounded_pareto_is_pareto_4_plus_a_tenth():
     budgets = sample_budgets("bounded-pareto", 200_000, seed=2)
     # Lomax(4) + 0.1 has mean 1/3 + 0.1 and median 2^(1/4) - 1 + 0.1.
     assert budgets.mean() == pytest.approx(1 / 3 + 0.1, rel=0.02)
-    assert np.median(budgets) == pytest.approx(2 ** 0.25 - 1 + 0.1, rel=0.02)
+    assert np.median(budgets) == pytest.approx(2**0.25 - 1 + 0.1, rel=0.02)
 
 
 def test_bad_requests():

@@ -1,4 +1,5 @@
 """Calibration round trips: the answer meets the budget and is (nearly) the best that does."""
+
 import math
 
 import pytest
@@ -57,6 +58,7 @@ def test_steps_answer_does_not_depend_on_the_start(start):
 def test_a_good_start_saves_evaluations():
     def eps(t):
         return math.sqrt(t) / 100
+
     cold = calibrate_steps(eps, 3.0)
     warm = calibrate_steps(eps, 3.0, start=85_000)
     assert warm.value == cold.value == 90_000

@@ -1,4 +1,5 @@
 """The generic calibrator: any scalar of any event, never over the budget."""
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -21,7 +22,9 @@ def test_sigma_never_overshoots(budget, q, steps):
 
 
 @settings(max_examples=15, deadline=None)
-@given(budget=budgets, sigma=st.floats(min_value=0.7, max_value=10.0), q=st.floats(min_value=1e-3, max_value=0.5))
+@given(
+    budget=budgets, sigma=st.floats(min_value=0.7, max_value=10.0), q=st.floats(min_value=1e-3, max_value=0.5)
+)
 def test_steps_never_overshoot_and_one_more_would(budget, sigma, q):
     def build(t):
         return SubsampledGaussian(sigma, q, t)
@@ -54,9 +57,15 @@ def test_any_event_any_accountant():
         return KnownParticipation(2.0, 0.1, rounds)
 
     rounds = most_rounds(server, 3.0, DELTA)
-    assert account_event(server(rounds), DELTA).epsilon <= 3.0 < account_event(server(rounds + 1), DELTA).epsilon
-    composed = calibrate_event(lambda s: Composed((SubsampledGaussian(s, 0.01, 100), SubsampledGaussian(s, 0.02, 50))),
-                               1.0, DELTA, "sigma")
+    assert (
+        account_event(server(rounds), DELTA).epsilon <= 3.0 < account_event(server(rounds + 1), DELTA).epsilon
+    )
+    composed = calibrate_event(
+        lambda s: Composed((SubsampledGaussian(s, 0.01, 100), SubsampledGaussian(s, 0.02, 50))),
+        1.0,
+        DELTA,
+        "sigma",
+    )
     assert composed.epsilon <= 1.0
 
 

@@ -1,4 +1,5 @@
 """The cached RDP composition gives exactly what `record_level` gives for one mechanism."""
+
 import pytest
 
 from uldp.accountants.account import record_level
@@ -6,10 +7,13 @@ from uldp.accountants.composition import rdp_epsilon
 from uldp.accountants.mechanism import SubsampledGaussian
 
 
-@pytest.mark.parametrize("sigma, q, steps", [(1.0, 0.01, 1), (0.9487, 0.01, 100000), (5.0, 0.001, 10),
-                                             (0.6, 1.0, 3), (2.0, 0.3, 0)])
-@pytest.mark.parametrize("conversion, orders", [("improved", "default"), ("classic", "tf-privacy"),
-                                                ("improved", "2,4,8,32")])
+@pytest.mark.parametrize(
+    "sigma, q, steps",
+    [(1.0, 0.01, 1), (0.9487, 0.01, 100000), (5.0, 0.001, 10), (0.6, 1.0, 3), (2.0, 0.3, 0)],
+)
+@pytest.mark.parametrize(
+    "conversion, orders", [("improved", "default"), ("classic", "tf-privacy"), ("improved", "2,4,8,32")]
+)
 def test_one_mechanism_matches_record_level(sigma, q, steps, conversion, orders):
     expected = record_level(SubsampledGaussian(sigma, q, steps), 1e-5, "rdp", conversion, orders).epsilon
     assert rdp_epsilon([(sigma, q, steps)], 1e-5, conversion, orders) == expected

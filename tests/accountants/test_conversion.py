@@ -1,4 +1,5 @@
 """RDP-to-DP conversion (ULDP-FL Lemma 2) and order sets."""
+
 import math
 
 import numpy as np

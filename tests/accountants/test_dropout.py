@@ -1,4 +1,5 @@
 """Dropout accounting (Baek et al. 2021, §IV-V) against Table 2, dp-accounting and simulation."""
+
 import math
 
 import numpy as np
@@ -6,10 +7,21 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uldp.accountants.dropout import (DropoutRound, dropped_count, participant_weights, rate_only_round,
-                                      surviving_weight_sum, weighted_round)
-from uldp.accountants.dropout_accounting import (PAPER_ACCOUNTING, dropout_epsilon, max_rounds, server_epsilon,
-                                                 server_max_rounds)
+from uldp.accountants.dropout import (
+    DropoutRound,
+    dropped_count,
+    participant_weights,
+    rate_only_round,
+    surviving_weight_sum,
+    weighted_round,
+)
+from uldp.accountants.dropout_accounting import (
+    PAPER_ACCOUNTING,
+    dropout_epsilon,
+    max_rounds,
+    server_epsilon,
+    server_max_rounds,
+)
 from uldp.accountants.dropout_report import dropout_report
 from uldp.accountants.participation import known_participation_delta
 
@@ -52,8 +64,11 @@ def test_agrees_with_dp_accounting_rdp():
     orders = [2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64, 128, 256]
     m = rate_only_round(0.3).uncalibrated_multiplier(1.0)
     ref = dp_accounting.rdp.RdpAccountant(orders=orders)
-    ref.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(Q, dp_accounting.GaussianDpEvent(m)), 1000))
+    ref.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(Q, dp_accounting.GaussianDpEvent(m)), 1000
+        )
+    )
     ours = dropout_epsilon(m, Q, 1000, DELTA, orders=",".join(map(str, orders)))
     assert ours == pytest.approx(ref.get_epsilon(DELTA), rel=1e-6)
 
@@ -74,7 +89,7 @@ def test_multipliers_match_a_simulation_of_algorithms_2_and_3(n0):
     rng = np.random.default_rng(4)
     weights = participant_weights([1200, 600, 1200, 300, 900] * 10, n_max=1200)
     rd = weighted_round(weights, 0.2, n0)
-    alive = np.argsort(weights, kind="stable")[:weights.size - dropped_count(weights.size, 0.2)]
+    alive = np.argsort(weights, kind="stable")[: weights.size - dropped_count(weights.size, 0.2)]
     n_ref = rd.reference
     plain = _noise_multiplier_by_simulation(weights, alive, n_ref, 1.3, rng, calibrated=False)
     fixed = _noise_multiplier_by_simulation(weights, alive, n_ref, 1.3, rng, calibrated=True)
@@ -142,6 +157,7 @@ def test_calibration_restores_the_no_dropout_epsilon(participants, dropout, roun
 
 def _mixture_logpdf(x, z, q, shift):
     from scipy.stats import norm
+
     if q >= 1:
         return norm.logpdf(x, shift, z)
     return np.logaddexp(np.log1p(-q) + norm.logpdf(x, 0, z), np.log(q) + norm.logpdf(x, shift, z))
@@ -150,6 +166,7 @@ def _mixture_logpdf(x, z, q, shift):
 def _renyi_by_quadrature(alpha, z, q, a, b):
     """D_alpha((1-q)N(0,z^2)+qN(a,z^2) || (1-q)N(0,z^2)+qN(b,z^2)) on a fine grid, in log space."""
     from scipy.special import logsumexp
+
     x = np.linspace(-30 * z - 10 * alpha, 30 * z + 10 * alpha, 80_001)
     log_f = alpha * _mixture_logpdf(x, z, q, a) + (1 - alpha) * _mixture_logpdf(x, z, q, b)
     return (logsumexp(log_f) + np.log(x[1] - x[0])) / (alpha - 1)
@@ -163,6 +180,7 @@ def test_replace_one_pair_is_dominated_by_the_accounted_pair(z, q):
     |b| <= C/n' (at most 1/2 in the units of 2C/n' used here). Its Renyi divergence never exceeds
     the accounted one. This covers the RDP accountant only; see the PLD test below."""
     from uldp.accountants.rdp import subsampled_gaussian_rdp
+
     for alpha in (2.0, 8.0, 32.0):
         accounted = subsampled_gaussian_rdp(np.array([alpha]), z, q)[0]
         for a, b in ((0.5, -0.5), (0.5, 0.0), (0.5, -0.2)):
@@ -180,9 +198,9 @@ def test_server_combining_both_views_gets_the_server_multiplier():
     z, n, survivors, samples = 1.0, 50, 35, 100_000
     rd = weighted_round([1.0] * n, 0.3)
     sigma, sigma_alive = 2 * z / n, 2 * z / survivors  # C = 1
-    first = rng.normal(0.0, np.sqrt(n * sigma**2), size=(survivors, samples))                  # line 15
+    first = rng.normal(0.0, np.sqrt(n * sigma**2), size=(survivors, samples))  # line 15
     calibration = -first + rng.normal(0.0, np.sqrt(survivors * sigma_alive**2), size=first.shape)  # line 22
-    intermediate = first.sum(axis=0) / survivors             # noise of the line-19 aggregate
+    intermediate = first.sum(axis=0) / survivors  # noise of the line-19 aggregate
     released = intermediate + calibration.sum(axis=0) / survivors  # noise of the line-24 model
     sensitivity = 2 / survivors
     a = np.std(intermediate) / sensitivity
@@ -195,8 +213,9 @@ def test_server_combining_both_views_gets_the_server_multiplier():
 
 def test_dropout_report_entries():
     scenarios = {r: weighted_round([1.0] * 50, r) for r in (0.0, 0.3)}
-    results, limits = dropout_report(1.0, Q, scenarios, [10, 100], [2.0], DELTA, accounting={},
-                                     paper=PAPER_ACCOUNTING)
+    results, limits = dropout_report(
+        1.0, Q, scenarios, [10, 100], [2.0], DELTA, accounting={}, paper=PAPER_ACCOUNTING
+    )
     assert len(results) == 2 * 2 * 2 and len(limits) == 2 * 2
     for e in results:
         if e["calibrated"]:
@@ -204,7 +223,9 @@ def test_dropout_report_entries():
         else:
             assert e["server_multiplier"] == e["multiplier"]
         # no subsampling amplification against the server, which draws the sample
-        assert e["server_epsilon"] == pytest.approx(server_epsilon(e["server_multiplier"], Q, e["rounds"], DELTA))
+        assert e["server_epsilon"] == pytest.approx(
+            server_epsilon(e["server_multiplier"], Q, e["rounds"], DELTA)
+        )
         assert e["server_epsilon"] > e["epsilon"]
         assert e["paper_epsilon"] > e["epsilon"]
     no_dropout = {e["rounds"]: e["epsilon"] for e in results if e["dropout"] == 0.0 and not e["calibrated"]}
@@ -218,6 +239,7 @@ def _exact_delta_known_participation(eps, m, q, rounds):
     """delta(eps) of T rounds against an observer who sees K ~ Bin(T, q): every K summed, written
     out independently of the library (Balle & Wang 2018, Thm. 8 for the Gaussian)."""
     from scipy.stats import binom, norm
+
     ks = np.arange(rounds + 1)
     mu = np.sqrt(ks) / m
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -232,16 +254,22 @@ def test_server_epsilon_holds_when_the_server_knows_the_sample(accountant):
     Gaussian rounds with K known: the reviewer's repro (z 1, q 0.01, 50 participants, dropout 0 and
     0.1, T 100 and 1000) had true deltas 0.07-0.74 at the printed Poisson-subsampled figures."""
     scenarios = {r: weighted_round([1.0] * 50, r) for r in (0.0, 0.1)}
-    results, _ = dropout_report(1.0, Q, scenarios, [100, 1000], [], DELTA,
-                                accounting={"accountant": accountant})
+    results, _ = dropout_report(
+        1.0, Q, scenarios, [100, 1000], [], DELTA, accounting={"accountant": accountant}
+    )
     for e in results:
         exact = _exact_delta_known_participation(e["server_epsilon"], e["server_multiplier"], Q, e["rounds"])
         assert exact <= DELTA * (1 + 1e-9), e
         if accountant == "pld":  # exact, so tight: a little less epsilon breaks delta
-            assert _exact_delta_known_participation(e["server_epsilon"] * 0.999, e["server_multiplier"],
-                                                    Q, e["rounds"]) > DELTA
+            assert (
+                _exact_delta_known_participation(
+                    e["server_epsilon"] * 0.999, e["server_multiplier"], Q, e["rounds"]
+                )
+                > DELTA
+            )
     assert known_participation_delta(7.0, 0.7, 0.05, 300) == pytest.approx(
-        _exact_delta_known_participation(7.0, 0.7, 0.05, 300), rel=1e-9)
+        _exact_delta_known_participation(7.0, 0.7, 0.05, 300), rel=1e-9
+    )
 
 
 def test_server_epsilon_without_sampling_is_a_gaussian_composition():
@@ -250,7 +278,8 @@ def test_server_epsilon_without_sampling_is_a_gaussian_composition():
     pld = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
     pld.compose(dp_accounting.GaussianDpEvent(m), rounds)
     assert server_epsilon(m, 1.0, rounds, DELTA, accountant="pld") == pytest.approx(
-        pld.get_epsilon(DELTA), rel=1e-3)
+        pld.get_epsilon(DELTA), rel=1e-3
+    )
     orders = [2, 4, 8, 16, 32, 64]
     rdp = dp_accounting.rdp.RdpAccountant(orders=orders)
     rdp.compose(dp_accounting.GaussianDpEvent(m), rounds)
@@ -280,7 +309,8 @@ def test_coalition_of_survivors_sees_only_the_others_noise():
     assert np.std(unknown) / sens == pytest.approx(rd.coalition_multiplier(z, k), rel=0.01)
     first = rng.normal(0.0, np.sqrt(n * (2 * z / n) ** 2), size=(survivors, samples))
     assert np.std(first[k:].sum(axis=0) / survivors) / sens == pytest.approx(
-        rd.coalition_multiplier(z, k, calibrated=False), rel=0.01)
+        rd.coalition_multiplier(z, k, calibrated=False), rel=0.01
+    )
     assert rd.coalition_multiplier(z, 0) == pytest.approx(rd.calibrated_multiplier(z))
     with pytest.raises(ValueError, match="coalition"):
         rd.coalition_multiplier(z, survivors)
@@ -290,6 +320,7 @@ def _binned_log_pmf(z, q, shift, edges):
     """log mass of each bin under (1 - q) N(0, z^2) + q N(shift, z^2): binning is post-processing,
     so the binned pair's epsilon is at most the continuous pair's."""
     from scipy.stats import norm
+
     mass = (1 - q) * np.diff(norm.cdf(edges, 0, z)) + q * np.diff(norm.cdf(edges, shift, z))
     return {i: float(np.log(v)) for i, v in enumerate(mass) if v > 0}
 
@@ -300,10 +331,14 @@ def test_printed_pld_epsilon_is_above_the_replace_pairs_pld(z, q, rounds):
     PLD (shifts +-1/2 in units of 2C/n', i.e. +-C/n'; dp-accounting, pessimistic rounding of the
     loss) and check the printed pld figure (the add/remove pair with shift 2C/n') is above it."""
     from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     edges = np.concatenate([[-np.inf], np.arange(-15 * z - 1, 15 * z + 1, 2e-3 * z), [np.inf]])
     replace = pld_lib.from_two_probability_mass_functions(
-        _binned_log_pmf(z, q, -0.5, edges), _binned_log_pmf(z, q, 0.5, edges),
-        pessimistic_estimate=True, value_discretization_interval=1e-3)
+        _binned_log_pmf(z, q, -0.5, edges),
+        _binned_log_pmf(z, q, 0.5, edges),
+        pessimistic_estimate=True,
+        value_discretization_interval=1e-3,
+    )
     replace_eps = replace.self_compose(rounds).get_epsilon_for_delta(DELTA)
     printed = dropout_epsilon(z, q, rounds, DELTA, accountant="pld")
     assert replace_eps > 0.5 * printed  # the replace pair really is computed, not trivially small

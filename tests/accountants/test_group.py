@@ -1,4 +1,5 @@
 """Group privacy (ULDP-FL Lemmas 5 and 6) against the paper's Fig. 2 setting and its conditions."""
+
 import math
 
 import numpy as np
@@ -63,8 +64,9 @@ def test_normal_group_of_one_is_record_level():
     assert normal_group(RdpProfile(FIG2), 1, LOG_DELTA).epsilon == record_level(FIG2, 1e-5).epsilon
 
 
-mechanisms = st.builds(SubsampledGaussian, sigma=st.floats(0.5, 20), q=st.floats(1e-3, 1.0),
-                       steps=st.integers(1, 10_000))
+mechanisms = st.builds(
+    SubsampledGaussian, sigma=st.floats(0.5, 20), q=st.floats(1e-3, 1.0), steps=st.integers(1, 10_000)
+)
 
 
 @settings(max_examples=25)
@@ -74,17 +76,23 @@ def test_epsilon_grows_with_k(mechanism, k, method):
         if kk == 1:
             return record_level(mechanism, 1e-5).epsilon
         return group_level(mechanism, 1e-5, kk, method).epsilon
+
     assert eps(k + 1) >= eps(k) * (1 - 1e-9)
 
 
 @settings(max_examples=25)
-@given(mechanism=mechanisms, k=st.sampled_from([1, 2, 4, 8]), method=st.sampled_from(["rdp", "normal"]),
-       factor=st.floats(1.05, 3))
+@given(
+    mechanism=mechanisms,
+    k=st.sampled_from([1, 2, 4, 8]),
+    method=st.sampled_from(["rdp", "normal"]),
+    factor=st.floats(1.05, 3),
+)
 def test_group_epsilon_monotone_in_sigma_q_and_steps(mechanism, k, method, factor):
     def eps(m):
         if k == 1:
             return record_level(m, 1e-5).epsilon
         return group_level(m, 1e-5, k, method).epsilon
+
     base = eps(mechanism)
     s, q, t = mechanism.sigma, mechanism.q, mechanism.steps
     assert eps(SubsampledGaussian(s * factor, q, t)) <= base * (1 + 1e-9)

@@ -1,4 +1,5 @@
 """Orders: one frozen description of an order set, parsed once."""
+
 import numpy as np
 import pytest
 

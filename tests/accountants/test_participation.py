@@ -1,11 +1,13 @@
 """Known participation (the server's view of user sub-sampling), accountants/participation.py."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.stats import binom, norm
 
 from uldp.accountants.account import record_level

@@ -1,4 +1,5 @@
 """epsilon*(q) of rPDP-FL: against dp-accounting, against hand-worked closed forms, and its shape."""
+
 import math
 
 import mpmath
@@ -8,8 +9,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uldp.accountants.conversion import epsilon_curve
-from uldp.accountants.personalized import (PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL,
-                                      calibrate_sigma, fl_rdp)
+from uldp.accountants.personalized import (
+    PERSONALIZED_ORDERS,
+    EpsilonCurve,
+    RecordSampledFL,
+    calibrate_sigma,
+    fl_rdp,
+)
 from uldp.accountants.rdp import subsampled_gaussian_rdp, subsampled_gaussian_rdp_grid
 
 dp_accounting = pytest.importorskip("dp_accounting")
@@ -17,14 +23,24 @@ dp_accounting = pytest.importorskip("dp_accounting")
 
 def _dp_accounting(sigma, q, steps, delta):
     ref = dp_accounting.rdp.RdpAccountant(orders=[float(a) for a in PERSONALIZED_ORDERS])
-    ref.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
+    ref.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+        )
+    )
     return np.array(ref._rdp), ref.get_epsilon(delta)
 
 
-@pytest.mark.parametrize("sigma,tau,rounds,q", [
-    (1.0, 10, 50, 0.01), (0.8, 5, 100, 0.3), (3.0, 20, 10, 1e-4), (12.0, 10, 50, 0.6), (2.0, 1, 1, 1.0),
-])
+@pytest.mark.parametrize(
+    "sigma,tau,rounds,q",
+    [
+        (1.0, 10, 50, 0.01),
+        (0.8, 5, 100, 0.3),
+        (3.0, 20, 10, 1e-4),
+        (12.0, 10, 50, 0.6),
+        (2.0, 1, 1, 1.0),
+    ],
+)
 def test_untrusted_with_lambda_one_is_tau_t_steps_of_dp_accounting(sigma, tau, rounds, q):
     run = RecordSampledFL(sigma, tau, rounds, client_rate=1.0, threat_model="untrusted")
     ref_rdp, ref_eps = _dp_accounting(sigma, q, tau * rounds, 1e-5)
@@ -37,8 +53,9 @@ def test_untrusted_with_lambda_one_is_tau_t_steps_of_dp_accounting(sigma, tau, r
 def test_grid_rdp_is_the_scalar_rdp(sigma, q):
     grid = subsampled_gaussian_rdp_grid(PERSONALIZED_ORDERS, sigma, np.array([q, 0.5, 1.0]))
     for row, rate in zip(grid, (q, 0.5, 1.0)):
-        np.testing.assert_allclose(row, subsampled_gaussian_rdp(PERSONALIZED_ORDERS, sigma, rate),
-                                   rtol=1e-12, atol=1e-300)
+        np.testing.assert_allclose(
+            row, subsampled_gaussian_rdp(PERSONALIZED_ORDERS, sigma, rate), rtol=1e-12, atol=1e-300
+        )
 
 
 def _classic_min(rho_of_alpha, delta, orders=range(2, 257)):
@@ -54,16 +71,24 @@ def test_both_threat_models_at_q_one_match_the_closed_forms(lam):
     # integer k = round(lambda T).
     sigma, tau, rounds, delta = 4.0, 5, 20, 1e-5
     gauss = lambda a: a / (2 * sigma**2)  # noqa: E731
-    untrusted = lambda a: float(rounds / (a - 1) * mpmath.log(  # noqa: E731
-        1 - lam + lam * mpmath.exp((a - 1) * tau * gauss(a))))
+    untrusted = lambda a: float(
+        rounds
+        / (a - 1)
+        * mpmath.log(  # noqa: E731
+            1 - lam + lam * mpmath.exp((a - 1) * tau * gauss(a))
+        )
+    )
     k = round(lam * rounds)
     fixed = lambda a: k * tau * gauss(a)  # noqa: E731
     orders = np.arange(2.0, 257.0)
-    for run, rho in ((RecordSampledFL(sigma, tau, rounds, lam, "untrusted"), untrusted),
-                     (RecordSampledFL(sigma, tau, rounds, lam, "server"), untrusted),
-                     (RecordSampledFL(sigma, tau, rounds, lam, "server", fixed_schedule=True), fixed)):
-        np.testing.assert_allclose(fl_rdp(run, np.array([1.0]), orders)[0], [rho(a) for a in orders],
-                                   rtol=1e-12)
+    for run, rho in (
+        (RecordSampledFL(sigma, tau, rounds, lam, "untrusted"), untrusted),
+        (RecordSampledFL(sigma, tau, rounds, lam, "server"), untrusted),
+        (RecordSampledFL(sigma, tau, rounds, lam, "server", fixed_schedule=True), fixed),
+    ):
+        np.testing.assert_allclose(
+            fl_rdp(run, np.array([1.0]), orders)[0], [rho(a) for a in orders], rtol=1e-12
+        )
         eps = EpsilonCurve(run, delta, "classic", orders)(1.0)[0]
         assert eps == pytest.approx(_classic_min(rho, delta), rel=1e-12)
 
@@ -72,11 +97,13 @@ def _true_delta_under_poisson_participation(eps, sigma, rounds, lam):
     """delta(eps) of the Gaussian mechanism composed over K ~ Binomial(T, lambda) rounds, the
     participation known to the adversary (q = tau = 1): sum_k P(K = k) delta_{N(0, k/sigma^2)}(eps)."""
     from scipy.stats import binom, norm
+
     total = 0.0
     for k in range(1, rounds + 1):
         mu = math.sqrt(k) / sigma
-        total += binom.pmf(k, rounds, lam) * (norm.cdf(-eps / mu + mu / 2)
-                                              - math.exp(eps) * norm.cdf(-eps / mu - mu / 2))
+        total += binom.pmf(k, rounds, lam) * (
+            norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+        )
     return total
 
 
@@ -98,8 +125,7 @@ def test_a_fixed_schedule_is_the_server_model_only_and_takes_at_least_one_round(
     text = RecordSampledFL(2.0, 1, 10, 0.3, "server", fixed_schedule=True).assumptions()
     assert "exactly k = round(lambda T) = 3 rounds" in text["run"]
     assert "clients Poisson-sampled" not in text["run"]
-    assert "Poisson participation" in RecordSampledFL(2.0, 1, 10, 0.3, "server").assumptions()[
-        "threat model"]
+    assert "Poisson participation" in RecordSampledFL(2.0, 1, 10, 0.3, "server").assumptions()["threat model"]
 
 
 def test_a_hand_worked_value():
@@ -112,16 +138,21 @@ def test_a_hand_worked_value():
     # a fixed schedule of T = 3 rounds at lambda = 1/2 takes round(1.5) = 2 of them: 2 x 0.25.
     half = dict(sigma=2.0, local_steps=1, rounds=1, client_rate=0.5)
     for model in ("untrusted", "server"):
-        assert fl_rdp(RecordSampledFL(**half, threat_model=model), np.array([1.0]),
-                      np.array([2.0]))[0, 0] == pytest.approx(math.log((1 + math.exp(0.25)) / 2),
-                                                              rel=1e-14)
+        assert fl_rdp(RecordSampledFL(**half, threat_model=model), np.array([1.0]), np.array([2.0]))[
+            0, 0
+        ] == pytest.approx(math.log((1 + math.exp(0.25)) / 2), rel=1e-14)
     fixed = RecordSampledFL(2.0, 1, 3, 0.5, "server", fixed_schedule=True)
     assert fl_rdp(fixed, np.array([1.0]), np.array([2.0]))[0, 0] == pytest.approx(0.5, rel=1e-14)
 
 
-@given(sigma=st.floats(0.5, 30), tau=st.integers(1, 50), rounds=st.integers(1, 200),
-       lam=st.floats(0.01, 1.0), model=st.sampled_from(["untrusted", "server"]),
-       qs=st.lists(st.floats(1e-7, 1.0), min_size=2, max_size=40))
+@given(
+    sigma=st.floats(0.5, 30),
+    tau=st.integers(1, 50),
+    rounds=st.integers(1, 200),
+    lam=st.floats(0.01, 1.0),
+    model=st.sampled_from(["untrusted", "server"]),
+    qs=st.lists(st.floats(1e-7, 1.0), min_size=2, max_size=40),
+)
 def test_epsilon_is_non_decreasing_in_q(sigma, tau, rounds, lam, model, qs):
     qs = np.sort(np.asarray(qs))
     eps = EpsilonCurve(RecordSampledFL(sigma, tau, rounds, lam, model), 1e-5)(qs)
@@ -172,12 +203,15 @@ def test_calibrated_sigma_reaches_the_largest_budget_at_the_cap(q_cap):
     assert at(found.value * 0.999) > 4.0  # a little less noise would overspend: it is the smallest
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(sigma=0.0, local_steps=1, rounds=1), "sigma"),
-    (dict(sigma=1.0, local_steps=0, rounds=1), "tau"),
-    (dict(sigma=1.0, local_steps=1, rounds=1, client_rate=0.0), "client rate"),
-    (dict(sigma=1.0, local_steps=1, rounds=1, threat_model="nobody"), "threat model"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(sigma=0.0, local_steps=1, rounds=1), "sigma"),
+        (dict(sigma=1.0, local_steps=0, rounds=1), "tau"),
+        (dict(sigma=1.0, local_steps=1, rounds=1, client_rate=0.0), "client rate"),
+        (dict(sigma=1.0, local_steps=1, rounds=1, threat_model="nobody"), "threat model"),
+    ],
+)
 def test_bad_runs_are_rejected(kwargs, message):
     with pytest.raises(ValueError, match=message):
         RecordSampledFL(**kwargs)

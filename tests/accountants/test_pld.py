@@ -1,12 +1,14 @@
 """PLD accountant (accountants/pld.py): record level against dp-accounting, group level against
 closed forms and the RDP / normal-DP group bounds, discretisation error, silos."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import brentq
 from scipy.stats import norm
 
@@ -20,9 +22,10 @@ DELTA = 1e-5
 
 def gaussian_epsilon(mu: float, delta: float) -> float:
     """Exact epsilon of a Gaussian with sensitivity/noise ratio mu (Balle & Wang 2018, Thm. 8)."""
+
     def excess(eps: float) -> float:
-        return (norm.cdf(mu / 2 - eps / mu) - math.exp(eps + norm.logcdf(-mu / 2 - eps / mu))
-                - delta)
+        return norm.cdf(mu / 2 - eps / mu) - math.exp(eps + norm.logcdf(-mu / 2 - eps / mu)) - delta
+
     return brentq(excess, 0.0, mu * mu + 100 * mu + 100, xtol=1e-12)
 
 
@@ -30,16 +33,23 @@ def dp_accounting_epsilon(mech: SubsampledGaussian, delta: float) -> float:
     import dp_accounting
     from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 
-    accountant = PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-                               value_discretization_interval=1e-4)
+    accountant = PLDAccountant(
+        dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=1e-4
+    )
     event = dp_accounting.PoissonSampledDpEvent(mech.q, dp_accounting.GaussianDpEvent(mech.sigma))
     accountant.compose(dp_accounting.SelfComposedDpEvent(event, mech.steps))
     return accountant.get_epsilon(delta)
 
 
-@pytest.mark.parametrize("sigma,q,steps,delta", [
-    (1.0, 0.5, 10, 1e-5), (0.8, 0.3, 3, 1e-2), (2.0, 0.05, 1000, 1e-5), (0.6, 0.9, 5, 1e-3),
-])
+@pytest.mark.parametrize(
+    "sigma,q,steps,delta",
+    [
+        (1.0, 0.5, 10, 1e-5),
+        (0.8, 0.3, 3, 1e-2),
+        (2.0, 0.05, 1000, 1e-5),
+        (0.6, 0.9, 5, 1e-3),
+    ],
+)
 def test_record_level_agrees_with_dp_accounting(sigma, q, steps, delta):
     mech = SubsampledGaussian(sigma, q, steps)
     ours = pld_epsilon(mech, delta)
@@ -63,8 +73,7 @@ def test_group_of_one_is_the_record():
 def test_default_discretisation_is_converged_at_fig2():
     for k in (1, 8, 32):
         default = pld_epsilon(FIG2, DELTA, k=k)
-        finer = pld_epsilon(FIG2, DELTA, k=k,
-                            discretization=_default_discretization(FIG2, (k,)) / 4)
+        finer = pld_epsilon(FIG2, DELTA, k=k, discretization=_default_discretization(FIG2, (k,)) / 4)
         assert finer <= default <= finer * 1.001
 
 
@@ -149,8 +158,11 @@ def test_mixture_step_matches_direct_hockey_stick():
     p1 = sum(w * norm.pdf(x, loc=j, scale=sigma) for j, w in enumerate(probs))
 
     def hockey(eps):
-        return max(np.maximum(p1 - math.exp(eps) * p0, 0).sum() * dx,
-                   np.maximum(p0 - math.exp(eps) * p1, 0).sum() * dx)
+        return max(
+            np.maximum(p1 - math.exp(eps) * p0, 0).sum() * dx,
+            np.maximum(p0 - math.exp(eps) * p1, 0).sum() * dx,
+        )
+
     exact = brentq(lambda e: hockey(e) - delta, 0.0, 50.0, xtol=1e-10)
     ours = pld_epsilon(mech, delta, k=k)
     assert exact - 1e-6 <= ours <= exact * 1.01 + 1e-4
@@ -166,10 +178,14 @@ def test_a_composition_of_different_mechanisms_on_one_adaptive_grid():
     a, b = SubsampledGaussian(20.0, 1e-3, 10_000), SubsampledGaussian(20.0, 2e-3, 5_000)
     assert pld_epsilon_composed([a], DELTA) == pld_epsilon(a, DELTA)
     ours = pld_epsilon_composed([a, b], DELTA)
-    fine = PLDAccountant(dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE,
-                         value_discretization_interval=1e-5)
+    fine = PLDAccountant(
+        dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=1e-5
+    )
     for m in (a, b):
-        fine.compose(dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(m.q, dp_accounting.GaussianDpEvent(m.sigma)), m.steps))
+        fine.compose(
+            dp_accounting.SelfComposedDpEvent(
+                dp_accounting.PoissonSampledDpEvent(m.q, dp_accounting.GaussianDpEvent(m.sigma)), m.steps
+            )
+        )
     assert ours == pytest.approx(fine.get_epsilon(DELTA), rel=5e-3)
     assert ours <= rdp_epsilon([(m.sigma, m.q, m.steps) for m in (a, b)], DELTA)

@@ -1,4 +1,5 @@
 """RDP of the (subsampled) Gaussian against dp-accounting and against high-precision sums."""
+
 import math
 
 import mpmath
@@ -9,12 +10,10 @@ from hypothesis import strategies as st
 
 from uldp.accountants.conversion import rdp_to_dp
 from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
-from uldp.accountants.orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS
+from uldp.accountants.orders import DEFAULT_ORDERS
 from uldp.accountants.rdp import gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
 
 dp_accounting = pytest.importorskip("dp_accounting")
-from dp_accounting.rdp import rdp_privacy_accountant as dp_rdp  # noqa: E402
-
 
 INTEGER_ORDERS = np.array([2.0, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 63, 128, 256])
 
@@ -30,8 +29,11 @@ def _random_settings(n: int, seed: int):
 
 def _dp_accounting_rdp(sigma, q, steps, orders):
     ref = dp_accounting.rdp.RdpAccountant(orders=list(orders))
-    ref.compose(dp_accounting.SelfComposedDpEvent(
-        dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps))
+    ref.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps
+        )
+    )
     return ref, np.array(ref._rdp)  # the curve itself, to compare order by order
 
 
@@ -62,8 +64,13 @@ def _exact_integer_rdp(alpha: int, sigma: float, q: float) -> float:
     """Mironov et al. 2019 §3.2 binomial sum, in 60-digit arithmetic."""
     with mpmath.workdps(60):
         q_, s2 = mpmath.mpf(q), mpmath.mpf(sigma) ** 2
-        a = mpmath.fsum(mpmath.binomial(alpha, i) * q_**i * (1 - q_) ** (alpha - i)
-                        * mpmath.exp(mpmath.mpf(i * i - i) / (2 * s2)) for i in range(alpha + 1))
+        a = mpmath.fsum(
+            mpmath.binomial(alpha, i)
+            * q_**i
+            * (1 - q_) ** (alpha - i)
+            * mpmath.exp(mpmath.mpf(i * i - i) / (2 * s2))
+            for i in range(alpha + 1)
+        )
         return float(mpmath.log(a) / (alpha - 1))
 
 
@@ -78,8 +85,7 @@ def _integral_rdp(alpha: float, sigma: float, q: float) -> float:
     """log E_{z~N(0,s^2)}[(1 - q + q e^{(2z-1)/(2s^2)})^alpha] / (alpha - 1) by quadrature."""
     with mpmath.workdps(30):
         s = mpmath.mpf(sigma)
-        f = lambda z: (mpmath.npdf(z, 0, s)
-                       * (1 - q + q * mpmath.exp((2 * z - 1) / (2 * s * s))) ** alpha)
+        f = lambda z: mpmath.npdf(z, 0, s) * (1 - q + q * mpmath.exp((2 * z - 1) / (2 * s * s))) ** alpha
         a = mpmath.quad(f, [-mpmath.inf, 0, 0.5 + s * s * mpmath.log(1 / q - 1), alpha, mpmath.inf])
         return float(mpmath.log(a) / (alpha - 1))
 
@@ -87,13 +93,17 @@ def _integral_rdp(alpha: float, sigma: float, q: float) -> float:
 def _random_fractional(n: int, seed: int):
     rng = np.random.default_rng(seed)
     for _ in range(n):
-        yield (float(np.exp(rng.uniform(np.log(0.3), np.log(60)))),
-               float(np.exp(rng.uniform(np.log(1e-3), np.log(0.99)))),
-               float(rng.choice([1.05, 1.3, 1.75, 2.5, 3.3, 7.75, 12.5, 40.5])))
+        yield (
+            float(np.exp(rng.uniform(np.log(0.3), np.log(60)))),
+            float(np.exp(rng.uniform(np.log(1e-3), np.log(0.99)))),
+            float(rng.choice([1.05, 1.3, 1.75, 2.5, 3.3, 7.75, 12.5, 40.5])),
+        )
 
 
-@pytest.mark.parametrize("sigma,q,alpha", [(11.33, 0.388, 1.3), (5.0, 0.01, 7.75), (0.7, 0.9, 3.3)]
-                         + list(_random_fractional(20, seed=3)))
+@pytest.mark.parametrize(
+    "sigma,q,alpha",
+    [(11.33, 0.388, 1.3), (5.0, 0.01, 7.75), (0.7, 0.9, 3.3)] + list(_random_fractional(20, seed=3)),
+)
 def test_fractional_orders_match_the_integral(sigma, q, alpha):
     ours = subsampled_gaussian_rdp(np.array([alpha]), sigma, q)[0]
     exact = _integral_rdp(alpha, sigma, q)
@@ -102,8 +112,9 @@ def test_fractional_orders_match_the_integral(sigma, q, alpha):
 
 
 def test_no_sampling_is_the_gaussian_mechanism():
-    np.testing.assert_allclose(subsampled_gaussian_rdp(DEFAULT_ORDERS, 3.0, 1.0),
-                               gaussian_rdp(DEFAULT_ORDERS, 3.0))
+    np.testing.assert_allclose(
+        subsampled_gaussian_rdp(DEFAULT_ORDERS, 3.0, 1.0), gaussian_rdp(DEFAULT_ORDERS, 3.0)
+    )
     assert gaussian_rdp(np.array([2.0]), 1.0)[0] == 1.0  # Lemma 3: alpha / (2 sigma^2)
 
 
@@ -118,8 +129,9 @@ def test_stable_over_the_supported_range(sigma, q):
 def test_parallel_silos_take_the_worst_silo_order_by_order():
     a, b = SubsampledGaussian(2.0, 0.05, 100), SubsampledGaussian(4.0, 0.5, 100)
     both = mechanism_rdp(ParallelSilos((a, b)), DEFAULT_ORDERS)
-    np.testing.assert_allclose(both, np.maximum(mechanism_rdp(a, DEFAULT_ORDERS),
-                                                mechanism_rdp(b, DEFAULT_ORDERS)))
+    np.testing.assert_allclose(
+        both, np.maximum(mechanism_rdp(a, DEFAULT_ORDERS), mechanism_rdp(b, DEFAULT_ORDERS))
+    )
 
 
 orders_small = np.array([1.5, 2.0, 3.0, 4.5, 8.0, 16.0, 32.0])

@@ -1,4 +1,5 @@
 """The accountant registry: every accountant accounts the events it supports, refuses the rest."""
+
 import math
 import re
 
@@ -21,8 +22,15 @@ SILOS = ParallelSilos((RUN, OTHER))
 SERVER = KnownParticipation(2.0, 0.05, 200)
 
 SUPPORTED = {
-    "rdp": [RUN, SILOS, Composed((RUN, OTHER)), Group(RUN, 2), Group(SILOS, 2), SERVER,
-            Composed((RUN, SERVER))],
+    "rdp": [
+        RUN,
+        SILOS,
+        Composed((RUN, OTHER)),
+        Group(RUN, 2),
+        Group(SILOS, 2),
+        SERVER,
+        Composed((RUN, SERVER)),
+    ],
     "pld": [RUN, SILOS, Composed((RUN, OTHER)), Group(RUN, 2), Group(SILOS, 2), SERVER],
     "prv": [RUN, SILOS, SERVER],
 }
@@ -50,7 +58,9 @@ def test_accounts_every_supported_event(name, event):
 def test_refuses_the_others_naming_accountant_and_event(name, event):
     reason = ACCOUNTANTS[name].supports(event)
     assert reason
-    with pytest.raises(InvalidParameter, match=f"the {name} accountant does not account .*: {re.escape(reason)}"):
+    with pytest.raises(
+        InvalidParameter, match=f"the {name} accountant does not account .*: {re.escape(reason)}"
+    ):
         account_event(event, DELTA, name)
 
 
@@ -72,19 +82,26 @@ def test_composed_of_one_run_is_that_run_by_pld():
 def test_composition_adds_rdp_curves():
     grid = Orders.parse("default").grid
     both = event_rdp(Composed((RUN, OTHER, SERVER)), grid)
-    np.testing.assert_array_equal(both, event_rdp(RUN, grid) + event_rdp(OTHER, grid) + event_rdp(SERVER, grid))
+    np.testing.assert_array_equal(
+        both, event_rdp(RUN, grid) + event_rdp(OTHER, grid) + event_rdp(SERVER, grid)
+    )
 
 
 def test_parallel_silos_take_the_worst_curve():
     grid = Orders.parse("tf-privacy").grid
-    np.testing.assert_array_equal(event_rdp(SILOS, grid), np.maximum(event_rdp(RUN, grid), event_rdp(OTHER, grid)))
+    np.testing.assert_array_equal(
+        event_rdp(SILOS, grid), np.maximum(event_rdp(RUN, grid), event_rdp(OTHER, grid))
+    )
 
 
 @pytest.mark.parametrize("conversion, orders", [("improved", "default"), ("classic", "tf-privacy")])
 def test_known_participation_by_rdp_is_its_formula(conversion, orders):
     parsed = Orders.parse(orders)
-    direct = parsed.best(lambda grid: rdp_to_dp(grid, known_participation_rdp(grid, 2.0, 0.05, 200),
-                                                math.log(DELTA), conversion))
+    direct = parsed.best(
+        lambda grid: rdp_to_dp(
+            grid, known_participation_rdp(grid, 2.0, 0.05, 200), math.log(DELTA), conversion
+        )
+    )
     found = account_event(SERVER, DELTA, "rdp", conversion=conversion, orders=orders)
     assert (found.epsilon, found.order) == (direct.epsilon, direct.order)
 
@@ -99,8 +116,10 @@ def test_known_participation_by_tight_accountants_is_exact(name):
 def test_record_and_group_level_are_the_registry():
     assert record_level(RUN, DELTA).epsilon == account_event(RUN, DELTA).epsilon
     for method in ("rdp", "normal"):
-        assert (group_level(RUN, DELTA, 4, method).epsilon
-                == account_event(Group(RUN, 4), DELTA, "rdp", group_method=method).epsilon)
+        assert (
+            group_level(RUN, DELTA, 4, method).epsilon
+            == account_event(Group(RUN, 4), DELTA, "rdp", group_method=method).epsilon
+        )
 
 
 def test_rdp_group_method_is_checked():
@@ -108,9 +127,16 @@ def test_rdp_group_method_is_checked():
         account_event(Group(RUN, 2), DELTA, "rdp", group_method="pld")
 
 
-@pytest.mark.parametrize("bad", [
-    lambda: Composed(()), lambda: Group(RUN, 0), lambda: KnownParticipation(0.0, 0.5, 1),
-    lambda: KnownParticipation(1.0, 1.5, 1), lambda: KnownParticipation(1.0, 0.5, -1)])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        lambda: Composed(()),
+        lambda: Group(RUN, 0),
+        lambda: KnownParticipation(0.0, 0.5, 1),
+        lambda: KnownParticipation(1.0, 1.5, 1),
+        lambda: KnownParticipation(1.0, 0.5, -1),
+    ],
+)
 def test_events_validate_their_fields(bad):
     with pytest.raises(InvalidParameter):
         bad()

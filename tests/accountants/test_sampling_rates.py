@@ -1,15 +1,24 @@
 """Budgets -> sampling rates: exact never overspends and is within 0.1% of the best rate; SCF's
 overspending is counted; infeasible budgets are handled as asked."""
+
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uldp.accountants.budgets import sample_budgets
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
 import uldp.accountants.rate_search as sampling_rates
-from uldp.accountants.personalization import (CAPPED, EXCLUDED_HIGH, EXCLUDED_LOW, OK, OVERSPENT, POSSIBLY_OVERSPENT,
-                                             check_budgets, personalize)
+from uldp.accountants.budgets import sample_budgets
+from uldp.accountants.personalization import (
+    CAPPED,
+    EXCLUDED_HIGH,
+    EXCLUDED_LOW,
+    OK,
+    OVERSPENT,
+    POSSIBLY_OVERSPENT,
+    check_budgets,
+    personalize,
+)
+from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
 from uldp.accountants.rate_search import GRID_RATIO, epsilon_table, feasible_range, fit_scf, rate_grid
 
 RUNS = {
@@ -66,8 +75,7 @@ def test_budgets_a_hair_above_the_feasible_minimum():
     assert below.status[0] == EXCLUDED_LOW and below.q[0] == 0 and below.spent[0] == 0
 
 
-@pytest.mark.parametrize("name,records", [("group-3", 500), ("group-100", 2000),
-                                          ("individual-1000", 30_000)])
+@pytest.mark.parametrize("name,records", [("group-3", 500), ("group-100", 2000), ("individual-1000", 30_000)])
 def test_all_exact_search_strategies_agree_with_the_whole_table(name, records):
     curve = CURVES["calibrated"]
     budgets = sample_budgets(name, records, seed=5)
@@ -81,8 +89,11 @@ def test_all_exact_search_strategies_agree_with_the_whole_table(name, records):
     assert searched.details["search"] == SEARCH[name]
 
 
-SEARCH = {"group-3": "bisection on the grid index", "group-100": "guided probes on the grid index",
-          "individual-1000": "the grid between the budgets' brackets, tabulated"}
+SEARCH = {
+    "group-3": "bisection on the grid index",
+    "group-100": "guided probes on the grid index",
+    "individual-1000": "the grid between the budgets' brackets, tabulated",
+}
 
 
 class BumpyCurve:
@@ -195,8 +206,9 @@ def test_fit_inverse_undoes_the_fit():
 def test_infeasible_budgets_are_counted_and_handled(policy):
     curve = CURVES["noisy-clients"]
     f = FEASIBLE["noisy-clients"]
-    budgets = np.array([f.epsilon_min / 2, 0.0, (f.epsilon_min + f.epsilon_max) / 2,
-                        f.epsilon_max, f.epsilon_max * 3])
+    budgets = np.array(
+        [f.epsilon_min / 2, 0.0, (f.epsilon_min + f.epsilon_max) / 2, f.epsilon_max, f.epsilon_max * 3]
+    )
     result = personalize(budgets, curve, infeasible=policy)
     assert result.status.tolist()[:4] == [EXCLUDED_LOW, EXCLUDED_LOW, OK, OK]
     assert result.q[3] == 1.0 and result.spent[3] == f.epsilon_max  # exactly epsilon*(1): q = 1
@@ -233,10 +245,16 @@ def test_bad_budgets(budgets):
         check_budgets(np.array(budgets, dtype=float))
 
 
-@pytest.mark.parametrize("kwargs,message", [({"q_cap": 0.0}, "q cap"), ({"q_cap": 1.5}, "q cap"),
-                                            ({"q_min": 0.5, "q_cap": 0.1}, "q min"),
-                                            ({"method": "guess"}, "method"),
-                                            ({"infeasible": "ignore"}, "infeasible")])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({"q_cap": 0.0}, "q cap"),
+        ({"q_cap": 1.5}, "q cap"),
+        ({"q_min": 0.5, "q_cap": 0.1}, "q min"),
+        ({"method": "guess"}, "method"),
+        ({"infeasible": "ignore"}, "infeasible"),
+    ],
+)
 def test_bad_settings(kwargs, message):
     with pytest.raises(ValueError, match=message):
         personalize(np.array([1.0]), CURVES["calibrated"], **kwargs)

@@ -1,4 +1,5 @@
 """Subject-level accounting (Marathe & Kanani §2-3): holdings, horizontal composition, LocalGroupDP."""
+
 import math
 from dataclasses import replace
 
@@ -7,9 +8,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.accountants.account import record_level
-from uldp.accountants.horizontal import (FederationRun, account_subjects, composed_epsilon, federation_composition,
-                                    group_noise, local_composition, max_rounds, rule_of_thumb,
-                                    subject_guarantee)
+from uldp.accountants.horizontal import (
+    FederationRun,
+    account_subjects,
+    composed_epsilon,
+    federation_composition,
+    group_noise,
+    local_composition,
+    max_rounds,
+    rule_of_thumb,
+    subject_guarantee,
+)
 from uldp.accountants.mechanism import SubsampledGaussian
 from uldp.accountants.subject import allocate_items, holdings_from_pairs, read_holdings, subject_sampling_rate
 
@@ -31,7 +40,10 @@ def test_allocation_adds_up_and_follows_the_distribution():
 
 
 def test_holdings_count_items_per_member(tmp_path):
-    assert holdings_from_pairs([("a", "m1"), ("a", "m2"), ("a", "m2"), ("b", "m1")]) == {"a": [2, 1], "b": [1]}
+    assert holdings_from_pairs([("a", "m1"), ("a", "m2"), ("a", "m2"), ("b", "m1")]) == {
+        "a": [2, 1],
+        "b": [1],
+    }
     path = tmp_path / "h.csv"
     path.write_text("subject,member\na,m1\na,m2\nb,m3\n")
     assert read_holdings(path) == {"a": [1, 1], "b": [1]}
@@ -42,12 +54,15 @@ def test_holdings_count_items_per_member(tmp_path):
         read_holdings(path)
 
 
-@pytest.mark.parametrize("text", [
-    "subject,member\na,m1\na,m2\na,m2\nb,m1\n",
-    "member,subject\nm1,a\nm2,a\nm2,a\nm1,b\n",                 # columns the other way round
-    "note,Member,Subject\nx,m1,a\ny,m2,a\nz,m2,a\nw,m1,b\n",     # any position, any case
-    "subject,member,extra\na,m1,1\na,m2,2\na,m2,3\nb,m1,4\n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "subject,member\na,m1\na,m2\na,m2\nb,m1\n",
+        "member,subject\nm1,a\nm2,a\nm2,a\nm1,b\n",  # columns the other way round
+        "note,Member,Subject\nx,m1,a\ny,m2,a\nz,m2,a\nw,m1,b\n",  # any position, any case
+        "subject,member,extra\na,m1,1\na,m2,2\na,m2,3\nb,m1,4\n",
+    ],
+)
 def test_holdings_header_names_the_columns(tmp_path, text):
     path = tmp_path / "h.csv"
     path.write_text(text)
@@ -83,10 +98,16 @@ def test_horizontal_composition_matches_dp_accounting():
     composition = federation_composition(run, holding)  # the 3 holders with most items each round
     assert sorted(steps for _, steps in composition) == [500, 500, 500]
     ref = dp_accounting.rdp.RdpAccountant(orders=INTEGER_ORDERS)
-    ref.compose(dp_accounting.ComposedDpEvent([
-        dp_accounting.SelfComposedDpEvent(
-            dp_accounting.PoissonSampledDpEvent(1 - 0.99**m, dp_accounting.GaussianDpEvent(1.2)), 500)
-        for m in (3, 2, 1)]))
+    ref.compose(
+        dp_accounting.ComposedDpEvent(
+            [
+                dp_accounting.SelfComposedDpEvent(
+                    dp_accounting.PoissonSampledDpEvent(1 - 0.99**m, dp_accounting.GaussianDpEvent(1.2)), 500
+                )
+                for m in (3, 2, 1)
+            ]
+        )
+    )
     ours = composed_epsilon(composition, 1.2, DELTA, orders=",".join(map(str, INTEGER_ORDERS)))
     assert ours == pytest.approx(ref.get_epsilon(DELTA), rel=1e-6)
 
@@ -103,7 +124,8 @@ def test_worst_case_composition_is_linear_in_members():
     # s holders every round for R rounds compose like one member for s R rounds
     g = subject_guarantee(RUN, [1] * 16, DELTA)
     assert g.federation_epsilon == pytest.approx(
-        record_level(SubsampledGaussian(1.0, 0.01, 16 * 1000), DELTA).epsilon, rel=1e-12)
+        record_level(SubsampledGaussian(1.0, 0.01, 16 * 1000), DELTA).epsilon, rel=1e-12
+    )
 
 
 def test_rule_of_thumb_rounds_are_the_papers_and_not_a_bound():
@@ -185,10 +207,13 @@ def _epsilon(run, holding, rounds, federation=True):
     return composed_epsilon(compose(run.with_rounds(rounds), holding), run.sigma, DELTA)
 
 
-@pytest.mark.parametrize("rounds, holdings", [
-    (100, {"wide": [1] * 16, "deep": [3]}),    # deep binds the local limit, wide the federation one
-    (1000, {"wide": [1] * 16, "deep": [4]}),   # wide is worst at R, but deep crosses it below 24 rounds
-])
+@pytest.mark.parametrize(
+    "rounds, holdings",
+    [
+        (100, {"wide": [1] * 16, "deep": [3]}),  # deep binds the local limit, wide the federation one
+        (1000, {"wide": [1] * 16, "deep": [4]}),  # wide is worst at R, but deep crosses it below 24 rounds
+    ],
+)
 def test_round_limits_hold_for_every_subject(rounds, holdings):
     run = RUN.with_rounds(rounds)
     report = account_subjects(run, holdings, DELTA, budget=4.0)
@@ -210,27 +235,35 @@ def test_rule_of_thumb_is_read_for_the_subject_it_binds():
     assert report.worst_subject == "deep"
     thumb = report.rule_of_thumb
     assert thumb.subject == "pair"
-    own = {s: max_rounds(run, h, subject_guarantee(run, h, DELTA).local_epsilon, DELTA)
-           for s, h in holdings.items()}
+    own = {
+        s: max_rounds(run, h, subject_guarantee(run, h, DELTA).local_epsilon, DELTA)
+        for s, h in holdings.items()
+    }
     assert thumb.matching_rounds == min(own.values()) == own["pair"] < run.rounds
     assert thumb.local_epsilon == report.subjects["pair"].local_epsilon
     assert replace(thumb, subject=None) == rule_of_thumb(run, holdings["pair"], DELTA)
-    assert thumb.holds == all(_epsilon(run, h, thumb.rounds) <= report.subjects[s].local_epsilon
-                              for s, h in holdings.items())
+    assert thumb.holds == all(
+        _epsilon(run, h, thumb.rounds) <= report.subjects[s].local_epsilon for s, h in holdings.items()
+    )
 
 
 @settings(max_examples=8, deadline=None)
-@given(st.dictionaries(st.sampled_from("abcdef"), st.lists(st.integers(1, 4), min_size=1, max_size=6),
-                       min_size=1, max_size=4),
-       st.integers(1, 6), st.integers(5, 300))
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdef"), st.lists(st.integers(1, 4), min_size=1, max_size=6), min_size=1, max_size=4
+    ),
+    st.integers(1, 6),
+    st.integers(5, 300),
+)
 def test_limits_are_the_least_over_subjects(holdings, s, rounds):
     run = FederationRun(6, s, rounds, 3, 0.02, 1.0)
     report = account_subjects(run, holdings, DELTA, budget=3.0)
     for federation, limit in ((False, report.limits.local), (True, report.limits.federation)):
         assert limit == min(max_rounds(run, h, 3.0, DELTA, federation=federation) for h in holdings.values())
     assert report.rule_of_thumb.matching_rounds == min(
-        max_rounds(run, h, g.local_epsilon, DELTA) for h, g in
-        ((holdings[n], report.subjects[n]) for n in holdings))
+        max_rounds(run, h, g.local_epsilon, DELTA)
+        for h, g in ((holdings[n], report.subjects[n]) for n in holdings)
+    )
 
 
 def test_group_noise_with_a_large_budget_is_computed_in_logs():

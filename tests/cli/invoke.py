@@ -1,8 +1,10 @@
 """Running one `uldp` subcommand in-process, as the end-to-end CLI tests do."""
+
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from click.testing import CliRunner, Result
 
@@ -11,6 +13,7 @@ from uldp.cli.main import cli
 
 def command_runner(name: str) -> tuple[Callable[..., Result], Callable[..., Any]]:
     """(run, run_json) for `uldp NAME ...`: the raw result, and the parsed JSON of a success."""
+
     def run(*args: str) -> Result:
         return CliRunner().invoke(cli, [name, *args])
 

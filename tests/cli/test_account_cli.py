@@ -1,4 +1,5 @@
 """`uldp account` end to end, as a user and a script would run it."""
+
 import json
 import subprocess
 import sys
@@ -21,7 +22,12 @@ def test_fig2_json_contract():
     doc = run_json(*FIG2, "--k", "1,2", "--k", "4", "--group-method", "rdp,normal")
     results = doc["results"]
     assert [(r["k"], r["method"]) for r in results] == [
-        (1, "record"), (2, "rdp"), (2, "normal"), (4, "rdp"), (4, "normal")]
+        (1, "record"),
+        (2, "rdp"),
+        (2, "normal"),
+        (4, "rdp"),
+        (4, "normal"),
+    ]
     for r in results:
         assert {"epsilon", "delta", "k", "method", "accountant", "conversion", "order"} <= r.keys()
         assert r["delta"] == 1e-5 and r["bound"] == "upper"
@@ -39,7 +45,9 @@ def test_table_shows_every_method_and_the_assumptions():
 def test_csv_has_a_header_and_one_row_per_result():
     result = run(*FIG2, "--k", "1,2", "--format", "csv")
     lines = result.output.strip().splitlines()
-    assert lines[0].startswith("algorithm,level,k,method,accountant,conversion,epsilon") and len(lines) == 1 + 3
+    assert (
+        lines[0].startswith("algorithm,level,k,method,accountant,conversion,epsilon") and len(lines) == 1 + 3
+    )
     assert lines[2].split(",")[2:4] == ["2", "rdp"]
 
 
@@ -60,8 +68,20 @@ def test_no_server_view_row_without_user_sampling():
 
 
 def test_several_algorithms_side_by_side():
-    doc = run_json("--algo", "uldp-naive,uldp-group", "--sigma", "5", "--rounds", "10",
-                   "--record-q", "0.01", "--k", "4", "--silos", "3")
+    doc = run_json(
+        "--algo",
+        "uldp-naive,uldp-group",
+        "--sigma",
+        "5",
+        "--rounds",
+        "10",
+        "--record-q",
+        "0.01",
+        "--k",
+        "4",
+        "--silos",
+        "3",
+    )
     algos = [r["algorithm"] for r in doc["results"]]
     assert algos == ["uldp-naive", "uldp-group", "uldp-group"]
 
@@ -80,21 +100,24 @@ def test_yaml_config_with_flag_override(tmp_path):
     assert [r["k"] for r in doc["results"]] == [1, 2]
 
 
-@pytest.mark.parametrize("args,option", [
-    (["--sigma", "0", "--q", "0.1", "--steps", "10"], "--sigma"),
-    (["--sigma", "-1", "--q", "0.1", "--steps", "10"], "--sigma"),
-    (["--sigma", "1", "--q", "0", "--steps", "10"], "--q"),
-    (["--sigma", "1", "--q", "1.5", "--steps", "10"], "--q"),
-    (["--sigma", "1", "--q", "0.1", "--steps", "-3"], "--steps"),
-    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "1"], "--delta"),
-    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "0"], "--delta"),
-    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--k", "0"], "--k"),
-    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--orders", "0.5,2"], "--orders"),
-    (["--sigma", "1", "--q", "0.1", "--steps", "10", "--group-method", "lemma7"], "--group-method"),
-    (["--sigma", "1", "--q", "0.1"], "--steps"),
-    (["--algo", "uldp-avg", "--sigma", "1"], "--rounds"),
-    (["--algo", "uldp-group", "--sigma", "1", "--rounds", "3", "--k", "2"], "--record-q"),
-])
+@pytest.mark.parametrize(
+    "args,option",
+    [
+        (["--sigma", "0", "--q", "0.1", "--steps", "10"], "--sigma"),
+        (["--sigma", "-1", "--q", "0.1", "--steps", "10"], "--sigma"),
+        (["--sigma", "1", "--q", "0", "--steps", "10"], "--q"),
+        (["--sigma", "1", "--q", "1.5", "--steps", "10"], "--q"),
+        (["--sigma", "1", "--q", "0.1", "--steps", "-3"], "--steps"),
+        (["--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "1"], "--delta"),
+        (["--sigma", "1", "--q", "0.1", "--steps", "10", "--delta", "0"], "--delta"),
+        (["--sigma", "1", "--q", "0.1", "--steps", "10", "--k", "0"], "--k"),
+        (["--sigma", "1", "--q", "0.1", "--steps", "10", "--orders", "0.5,2"], "--orders"),
+        (["--sigma", "1", "--q", "0.1", "--steps", "10", "--group-method", "lemma7"], "--group-method"),
+        (["--sigma", "1", "--q", "0.1"], "--steps"),
+        (["--algo", "uldp-avg", "--sigma", "1"], "--rounds"),
+        (["--algo", "uldp-group", "--sigma", "1", "--rounds", "3", "--k", "2"], "--record-q"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(args, option):
     result = run(*args)
     assert result.exit_code == 2
@@ -114,10 +137,12 @@ def test_bad_config_file_is_one_line(tmp_path):
 
 
 def test_runs_as_a_fresh_process_without_torch():
-    code = ("import sys; from uldp.cli.main import cli; "
-            "sys.argv=['uldp','account','--sigma','5','--q','0.01','--steps','100','--format','json'];"
-            "\ntry:\n    cli()\nexcept SystemExit as e:\n    assert e.code == 0\n"
-            "assert 'torch' not in sys.modules and 'dp_accounting' not in sys.modules")
+    code = (
+        "import sys; from uldp.cli.main import cli; "
+        "sys.argv=['uldp','account','--sigma','5','--q','0.01','--steps','100','--format','json'];"
+        "\ntry:\n    cli()\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "assert 'torch' not in sys.modules and 'dp_accounting' not in sys.modules"
+    )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"][0]["epsilon"] > 0
@@ -125,8 +150,20 @@ def test_runs_as_a_fresh_process_without_torch():
 
 def test_plot_draws_a_png_of_epsilon_against_k(tmp_path):
     out = tmp_path / "fig2.png"
-    result = run("--sigma", "5", "--q", "0.01", "--steps", "1000", "--k", "1,2,4",
-                 "--group-method", "rdp,normal", "--plot", str(out))
+    result = run(
+        "--sigma",
+        "5",
+        "--q",
+        "0.01",
+        "--steps",
+        "1000",
+        "--k",
+        "1,2,4",
+        "--group-method",
+        "rdp,normal",
+        "--plot",
+        str(out),
+    )
     assert result.exit_code == 0, result.output
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in tmp_path.iterdir()] == ["fig2.png"]  # no temporary file left

@@ -1,6 +1,7 @@
 """Adding an algorithm is one spec and one `register` line (docs/architecture.md): a toy one
 registered here is offered, accounted, calibrated and trained by the three commands that read
 the registry, and is gone from them all once unregistered."""
+
 from __future__ import annotations
 
 import json
@@ -32,8 +33,12 @@ class Toy(FedAvg):
         return SiloDelta(silo.silo, delta + gaussian(ctx.n_params, cfg.sigma * cfg.clip, noise_rng, delta))
 
 
-TOY = AlgorithmSpec(name="toy", help="FedAvg with noise, registered by a test.",
-                    build=lambda cfg, silos, task: Toy(), plan=toy_plan)
+TOY = AlgorithmSpec(
+    name="toy",
+    help="FedAvg with noise, registered by a test.",
+    build=lambda cfg, silos, task: Toy(),
+    plan=toy_plan,
+)
 
 
 @pytest.fixture
@@ -74,8 +79,23 @@ def test_toy_is_calibrated_as_the_mechanism_it_releases(toy):
 def test_toy_is_trained_and_its_epsilon_is_the_one_account_prints(toy, tmp_path):
     table = tmp_path / "t.csv"
     table.write_text("patient,a,b,y\n" + "".join(f"{i % 6},{i},{i * 2 % 7},{i % 2}\n" for i in range(60)))
-    doc = invoke_json("train", "--algo", "toy", "--data-path", str(table), "--user-column", "patient",
-                      "--label-column", "y", "--silos", "2", "--rounds", "2", "--noise-seed", "1")
+    doc = invoke_json(
+        "train",
+        "--algo",
+        "toy",
+        "--data-path",
+        str(table),
+        "--user-column",
+        "patient",
+        "--label-column",
+        "y",
+        "--silos",
+        "2",
+        "--rounds",
+        "2",
+        "--noise-seed",
+        "1",
+    )
     assert doc["summary"]["algo"] == "toy" and [r["round"] for r in doc["history"]] == [1, 2]
     command = doc["assumptions"]["check"].strip("`").split("`")[0]
     assert command.startswith("uldp account --algo toy --sigma 5 --rounds 2")
@@ -85,9 +105,11 @@ def test_toy_is_trained_and_its_epsilon_is_the_one_account_prints(toy, tmp_path)
 
 def test_unregistered_toy_is_gone_from_every_command():
     assert "toy" not in algorithm_names()
-    for args in (["account", "--algo", "toy", "--sigma", "2", "--rounds", "10"],
-                 ["calibrate", "--epsilon", "3", "--algo", "toy", "--rounds", "10"],
-                 ["train", "--algo", "toy", "--dataset", "mnist"]):
+    for args in (
+        ["account", "--algo", "toy", "--sigma", "2", "--rounds", "10"],
+        ["calibrate", "--epsilon", "3", "--algo", "toy", "--rounds", "10"],
+        ["train", "--algo", "toy", "--dataset", "mnist"],
+    ):
         result = invoke(*args)
         assert result.exit_code == 2 and "'toy' is not one of" in result.output, result.output
 
@@ -97,4 +119,6 @@ def test_completion_offers_the_registered_names_with_their_help(toy):
 
     items = AlgorithmChoice().shell_complete(None, None, "t")
     assert [(i.value, i.help) for i in items] == [("toy", TOY.help)]
-    assert [i.value for i in AlgorithmChoice(accounted=True).shell_complete(None, None, "uldp-a")] == ["uldp-avg"]
+    assert [i.value for i in AlgorithmChoice(accounted=True).shell_complete(None, None, "uldp-a")] == [
+        "uldp-avg"
+    ]

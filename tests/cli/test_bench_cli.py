@@ -1,4 +1,5 @@
 """`uldp bench protocol` end to end, with small insecure test keys to stay fast."""
+
 import json
 
 import pytest
@@ -15,8 +16,18 @@ def run(*args):
 
 
 def test_json_contract_with_comparison():
-    result = run(*FAST, "--params", "3,5", "--users", "4", "--compare-straightforward",
-                 "--rounds", "2", "--format", "json")
+    result = run(
+        *FAST,
+        "--params",
+        "3,5",
+        "--users",
+        "4",
+        "--compare-straightforward",
+        "--rounds",
+        "2",
+        "--format",
+        "json",
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     runs = doc["runs"]
@@ -46,14 +57,17 @@ def test_csv_has_one_row_per_run():
     assert lines[0].startswith("params,users,key_exchange") and len(lines) == 3
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--key-bits", "1024"], "--key-bits"),
-    (["--key-bits", "128", "--test-keys"], "--key-bits"),
-    (["--params", "0"], "--params"),
-    (["--users", "a"], "--users"),
-    (["--silos", "0"], "--silos"),
-    (["--key-bits", "512", "--test-keys", "--n-max", "2000"], "too small"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--key-bits", "1024"], "--key-bits"),
+        (["--key-bits", "128", "--test-keys"], "--key-bits"),
+        (["--params", "0"], "--params"),
+        (["--users", "a"], "--users"),
+        (["--silos", "0"], "--silos"),
+        (["--key-bits", "512", "--test-keys", "--n-max", "2000"], "too small"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, needle):
     result = run(*args)
     assert result.exit_code == 2, result.output
@@ -72,8 +86,9 @@ def test_failed_verification_exits_1(monkeypatch):
     import uldp.crypto.protocol.benchmark as benchmark
 
     real = benchmark.benchmark_run
-    monkeypatch.setattr(benchmark, "benchmark_run",
-                        lambda **kw: dataclasses.replace(real(**kw), verified=False))
+    monkeypatch.setattr(
+        benchmark, "benchmark_run", lambda **kw: dataclasses.replace(real(**kw), verified=False)
+    )
     result = run(*FAST, "--params", "2", "--users", "2", "--format", "json")
     assert result.exit_code == 1
     assert json.loads(result.output.split("Error:")[0])["runs"][0]["verified"] is False

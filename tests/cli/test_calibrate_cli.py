@@ -1,4 +1,5 @@
 """`uldp calibrate` end to end: the answer is re-accounted and meets the budget."""
+
 import json
 
 import pytest
@@ -32,7 +33,9 @@ def test_solve_for_steps_round_trip():
 
 
 def test_group_budget():
-    doc = run_json("--epsilon", "10", "--q", "0.01", "--steps", "1000", "--k", "4", "--group-method", "normal")
+    doc = run_json(
+        "--epsilon", "10", "--q", "0.01", "--steps", "1000", "--k", "4", "--group-method", "normal"
+    )
     assert group_level(SubsampledGaussian(doc["sigma"], 0.01, 1000), 1e-5, 4, "normal").epsilon <= 10
 
 
@@ -42,16 +45,19 @@ def test_algorithm_rounds():
     assert record_level(SubsampledGaussian(5, 0.5, doc["rounds"]), 1e-5).epsilon <= 2
 
 
-@pytest.mark.parametrize("args,needle", [
-    (["--epsilon", "1e-4", "--q", "1", "--steps", "1000000"], "no noise multiplier"),
-    (["--epsilon", "0.01", "--q", "1", "--sigma", "0.3"], "even one step"),
-    (["--epsilon", "1", "--q", "0.1", "--steps", "10", "--sigma", "2"], "exactly one of"),
-    (["--epsilon", "-1", "--q", "0.1", "--steps", "10"], "--epsilon"),
-])
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--epsilon", "1e-4", "--q", "1", "--steps", "1000000"], "no noise multiplier"),
+        (["--epsilon", "0.01", "--q", "1", "--sigma", "0.3"], "even one step"),
+        (["--epsilon", "1", "--q", "0.1", "--steps", "10", "--sigma", "2"], "exactly one of"),
+        (["--epsilon", "-1", "--q", "0.1", "--steps", "10"], "--epsilon"),
+    ],
+)
 def test_impossible_or_bad_requests(args, needle):
     result = CliRunner().invoke(cli, ["calibrate", *args])
     assert result.exit_code == 2 and needle in result.output
-    assert len([l for l in result.output.splitlines() if l.strip()]) == 1
+    assert len([line for line in result.output.splitlines() if line.strip()]) == 1
 
 
 def test_a_tight_accountant_is_calibrated_even_where_rdp_finds_no_step():
@@ -60,8 +66,22 @@ def test_a_tight_accountant_is_calibrated_even_where_rdp_finds_no_step():
 
     from uldp.cli.main import cli
 
-    result = CliRunner().invoke(cli, ["calibrate", "--epsilon", "4.5", "--q", "1", "--sigma", "1",
-                                      "--accountant", "pld", "--format", "json"])
+    result = CliRunner().invoke(
+        cli,
+        [
+            "calibrate",
+            "--epsilon",
+            "4.5",
+            "--q",
+            "1",
+            "--sigma",
+            "1",
+            "--accountant",
+            "pld",
+            "--format",
+            "json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["steps"] == 1 and doc["epsilon"] <= 4.5 and doc["accountant"] == "pld"

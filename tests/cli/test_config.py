@@ -37,14 +37,23 @@ def values(result: click.testing.Result) -> dict:
 def test_without_config_defaults_apply() -> None:
     result = CliRunner().invoke(dummy, [])
     assert values(result) == {
-        "sigma": 1.0, "q": 1.0, "target_epsilon": None, "fmt": "table", "verbose": False, "k": [1]
+        "sigma": 1.0,
+        "q": 1.0,
+        "target_epsilon": None,
+        "fmt": "table",
+        "verbose": False,
+        "k": [1],
     }
 
 
 def test_yaml_values_are_used(tmp_path: Path) -> None:
     text = "sigma: 0.8\nq: 0.01\ntarget-epsilon: 2\nformat: json\nverbose: true\nk: [1, 2, 4]\n"
     assert values(run(tmp_path, text)) == {
-        "sigma": 0.8, "q": 0.01, "target_epsilon": 2.0, "fmt": "json", "verbose": True,
+        "sigma": 0.8,
+        "q": 0.01,
+        "target_epsilon": 2.0,
+        "fmt": "json",
+        "verbose": True,
         "k": [1, 2, 4],
     }
 
@@ -56,8 +65,9 @@ def test_keys_may_use_underscores_and_yaml_strings_convert(tmp_path: Path) -> No
 
 
 def test_command_line_overrides_file(tmp_path: Path) -> None:
-    got = values(run(tmp_path, "sigma: 0.8\nk: [2, 3]\nverbose: true\n", "--sigma", "2", "--k",
-                     "5", "--quiet"))
+    got = values(
+        run(tmp_path, "sigma: 0.8\nk: [2, 3]\nverbose: true\n", "--sigma", "2", "--k", "5", "--quiet")
+    )
     assert got["sigma"] == 2.0 and got["k"] == [5] and got["verbose"] is False
 
 

@@ -84,8 +84,9 @@ def test_help_imports_no_subcommand() -> None:
 def test_account_with_an_algorithm_imports_no_torch() -> None:
     # `uldp account --algo` reads the algorithm registry, whose modules build trainers: torch is
     # imported only when one trains, so accounting starts as fast as before.
-    loaded = _modules_loaded_by(["account", "--algo", "uldp-avg", "--sigma", "5", "--rounds", "100",
-                                 "--user-q", "0.5"])
+    loaded = _modules_loaded_by(
+        ["account", "--algo", "uldp-avg", "--sigma", "5", "--rounds", "100", "--user-q", "0.5"]
+    )
     assert "uldp.trainers.algorithms.registry" in loaded
     assert [m for m in loaded if m.split(".")[0] == "torch"] == []
 
@@ -113,8 +114,8 @@ def test_a_bug_is_one_line_with_a_way_to_the_traceback(monkeypatch) -> None:
     assert result.exit_code == 1
     assert result.output.strip().splitlines() == [
         "Error: internal error (RuntimeError: boom); run again with ULDP_DEBUG=1 for the "
-        "traceback and please report it"]
+        "traceback and please report it"
+    ]
     monkeypatch.setenv("ULDP_DEBUG", "1")
     result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
     assert isinstance(result.exception, RuntimeError)
-

@@ -39,7 +39,12 @@ def test_defaults() -> None:
     result = invoke()
     assert result.exit_code == 0, result.output
     assert json.loads(result.output) == {
-        "sigma": None, "q": None, "delta": None, "steps": None, "k": [], "eps": [1.0, 2.0],
+        "sigma": None,
+        "q": None,
+        "delta": None,
+        "steps": None,
+        "k": [],
+        "eps": [1.0, 2.0],
         "fmt": "table",
     }
 
@@ -98,13 +103,26 @@ def test_comma_list_accepts_yaml_shapes() -> None:
         ints.convert([[1], 2], None, None)
 
 
-@pytest.mark.parametrize("command", [
-    ["account", "--sigma", "5", "--q", "0.01", "--steps", "10", "--k", "2", "--plot"],
-    ["personalize", "--distribution", "three-levels", "--sigma", "20", "--tau", "1", "--rounds", "1",
-     "--out"],
-    ["train", "--algo", "uldp-avg", "--dataset", "heart-disease", "--metrics"],
-    ["bench", "protocol", "--plot"],
-])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["account", "--sigma", "5", "--q", "0.01", "--steps", "10", "--k", "2", "--plot"],
+        [
+            "personalize",
+            "--distribution",
+            "three-levels",
+            "--sigma",
+            "20",
+            "--tau",
+            "1",
+            "--rounds",
+            "1",
+            "--out",
+        ],
+        ["train", "--algo", "uldp-avg", "--dataset", "heart-disease", "--metrics"],
+        ["bench", "protocol", "--plot"],
+    ],
+)
 def test_an_output_file_in_a_missing_directory_is_refused_before_any_work(tmp_path, command):
     from uldp.cli.main import cli
 

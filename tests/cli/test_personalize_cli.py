@@ -1,4 +1,5 @@
 """`uldp personalize` end to end: outputs, files, and bad input."""
+
 import csv
 
 import numpy as np
@@ -28,7 +29,7 @@ def read_rows(path):
 
 
 def test_csv_round_trip_keeps_ids_and_reports_what_each_record_spends(tmp_path):
-    ids = ["alice", "b,ob", "007", "x\"y", "42"]
+    ids = ["alice", "b,ob", "007", 'x"y', "42"]
     budgets = [0.5, 1.0, 2.0, 3.0, 1.0]
     src = write_budgets(tmp_path / "b.csv", zip(ids, budgets))
     out = tmp_path / "q.csv"
@@ -58,8 +59,7 @@ def test_rows_without_an_id_column_are_numbered(tmp_path):
 
 
 def test_distribution_json_contract_with_all_methods():
-    doc = run_json("--distribution", "group-100", "--records", "500", "--calibrate-sigma", *RUN,
-                   "--compare")
+    doc = run_json("--distribution", "group-100", "--records", "500", "--calibrate-sigma", *RUN, "--compare")
     assert [m["method"] for m in doc["methods"]] == ["exact", "scf", "bisect"]
     exact, scf, bisect = doc["methods"]
     assert exact["overspent"] == bisect["overspent"] == 0
@@ -73,11 +73,20 @@ def test_distribution_json_contract_with_all_methods():
 
 
 def test_table_shows_budgets_methods_assumptions_and_overspending():
-    result = run("--distribution", "bounded-mix-gauss", "--records", "2000", "--sigma", "3", *RUN,
-                 "--compare")
+    result = run(
+        "--distribution", "bounded-mix-gauss", "--records", "2000", "--sigma", "3", *RUN, "--compare"
+    )
     assert result.exit_code == 0, result.output
-    for text in ("budgets against epsilon spent", "exact", "scf", "bisect", "Assumptions",
-                 "threat model", "OVERSPEND", "p50"):
+    for text in (
+        "budgets against epsilon spent",
+        "exact",
+        "scf",
+        "bisect",
+        "Assumptions",
+        "threat model",
+        "OVERSPEND",
+        "p50",
+    ):
         assert text in result.output
 
 
@@ -90,8 +99,19 @@ def test_csv_format_is_one_row_per_method():
 def test_server_threat_model_is_untrusted_unless_the_schedule_is_fixed():
     # The reviewer's run: lambda T tau rho is only the expected RDP under Poisson participation,
     # so by default the server gets the untrusted bound; the count formula needs --fixed-schedule.
-    args = ["--distribution", "group-3", "--records", "100", "--calibrate-sigma", "--tau", "10",
-            "--rounds", "20", "--client-rate", "0.2"]
+    args = [
+        "--distribution",
+        "group-3",
+        "--records",
+        "100",
+        "--calibrate-sigma",
+        "--tau",
+        "10",
+        "--rounds",
+        "20",
+        "--client-rate",
+        "0.2",
+    ]
     untrusted = run_json(*args)
     server = run_json(*args, "--threat-model", "server")
     assert server["sigma"] >= untrusted["sigma"]
@@ -104,10 +124,13 @@ def test_server_threat_model_is_untrusted_unless_the_schedule_is_fixed():
     assert fixed["feasible"]["epsilon_max"] == pytest.approx(curve(1.0)[0], rel=1e-12)
 
 
-@pytest.mark.parametrize("extra,words", [
-    (["--fixed-schedule"], "server only"),
-    (["--fixed-schedule", "--threat-model", "server", "--client-rate", "0.001"], "round("),
-])
+@pytest.mark.parametrize(
+    "extra,words",
+    [
+        (["--fixed-schedule"], "server only"),
+        (["--fixed-schedule", "--threat-model", "server", "--client-rate", "0.001"], "round("),
+    ],
+)
 def test_fixed_schedule_needs_the_server_model_and_a_round(extra, words):
     result = run("--distribution", "group-3", "--sigma", "3", *RUN, *extra)
     lines = [line for line in result.output.splitlines() if line.strip()]
@@ -117,8 +140,19 @@ def test_fixed_schedule_needs_the_server_model_and_a_round(extra, words):
 
 def test_scf_always_says_what_it_checked_and_marks_overspending_records(tmp_path):
     out = tmp_path / "q.csv"
-    doc = run_json("--distribution", "bounded-mix-gauss", "--records", "3000", "--sigma", "3", *RUN,
-                   "--method", "scf", "--out", str(out))
+    doc = run_json(
+        "--distribution",
+        "bounded-mix-gauss",
+        "--records",
+        "3000",
+        "--sigma",
+        "3",
+        *RUN,
+        "--method",
+        "scf",
+        "--out",
+        str(out),
+    )
     scf = doc["methods"][0]
     statuses = [row["status"] for row in read_rows(out)]
     assert statuses.count("overspent") == scf["overspent"] == scf["overspent_up_to"] > 0
@@ -128,21 +162,23 @@ def test_scf_always_says_what_it_checked_and_marks_overspending_records(tmp_path
     # No overspending (every budget capped): the note is still there, the fit is still no bound.
     src = write_budgets(tmp_path / "b.csv", [["a", 1e4], ["b", 2e4]])
     doc = run_json("--budgets", src, "--sigma", "3", *RUN, "--method", "scf")
-    assert any(note.startswith("scf: no record overspends") and "not a bound" in note
-               for note in doc["notes"])
+    assert any(
+        note.startswith("scf: no record overspends") and "not a bound" in note for note in doc["notes"]
+    )
 
 
 def test_exact_and_bisect_notes_say_what_was_compared_not_re_checked():
     doc = run_json("--distribution", "group-3", "--sigma", "3", *RUN, "--method", "bisect")
-    assert any(note.startswith("bisect: every record's epsilon spent, epsilon*(q) evaluated at")
-               for note in doc["notes"])
+    assert any(
+        note.startswith("bisect: every record's epsilon spent, epsilon*(q) evaluated at")
+        for note in doc["notes"]
+    )
     assert not any("re-checked" in note for note in doc["notes"])
 
 
 def test_infeasible_budgets_are_reported_and_fail_on_request(tmp_path):
     src = write_budgets(tmp_path / "b.csv", [["a", 0.01], ["b", 1.0], ["c", 1e5]])
-    args = ["--budgets", src, "--sigma", "1", "--tau", "50", "--rounds", "50",
-            "--client-rate", "0.5"]
+    args = ["--budgets", src, "--sigma", "1", "--tau", "50", "--rounds", "50", "--client-rate", "0.5"]
     out = tmp_path / "q.csv"
     doc = run_json(*args, "--out", str(out))
     assert doc["infeasible"]["below"] == 1 and doc["infeasible"]["above"] == 1
@@ -155,8 +191,7 @@ def test_infeasible_budgets_are_reported_and_fail_on_request(tmp_path):
 
 def test_plot_is_a_png(tmp_path):
     plot = tmp_path / "curve.png"
-    run_json("--distribution", "three-levels", "--records", "300", "--sigma", "3", *RUN,
-             "--plot", str(plot))
+    run_json("--distribution", "three-levels", "--records", "300", "--sigma", "3", *RUN, "--plot", str(plot))
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 10_000
 
 
@@ -177,21 +212,24 @@ def _bad_files(tmp_path):
     }
 
 
-@pytest.mark.parametrize("case,extra,option,words", [
-    ("negative", [], "--budgets", "row 2 (id b): budget -1.0"),
-    ("nan", [], "--budgets", "row 1 (id a): budget nan"),
-    ("empty", [], "--budgets", "row 1 (id a): budget missing"),
-    ("text", [], "--budgets", "lots"),
-    ("column", [], "--budgets", "no column 'epsilon'"),
-    ("column", ["--budget-column", "eps", "--id-column", "user"], "--budgets", "no column 'user'"),
-    (None, ["--q-cap", "0"], "--q-cap", "not in (0, 1]"),
-    (None, ["--q-cap", "1.5"], "--q-cap", "not in (0, 1]"),
-    (None, ["--q-min", "0.5", "--q-cap", "0.1"], "--q-min", "above --q-cap"),
-    (None, ["--sigma", "-1"], "--sigma", "not in"),
-    (None, ["--client-rate", "2"], "--client-rate", "not in (0, 1]"),
-    (None, ["--out", "/nonexistent-dir/q.csv"], "--out", "does not exist"),
-    (None, ["--plot", "/nonexistent-dir/c.png"], "--plot", "does not exist"),
-])
+@pytest.mark.parametrize(
+    "case,extra,option,words",
+    [
+        ("negative", [], "--budgets", "row 2 (id b): budget -1.0"),
+        ("nan", [], "--budgets", "row 1 (id a): budget nan"),
+        ("empty", [], "--budgets", "row 1 (id a): budget missing"),
+        ("text", [], "--budgets", "lots"),
+        ("column", [], "--budgets", "no column 'epsilon'"),
+        ("column", ["--budget-column", "eps", "--id-column", "user"], "--budgets", "no column 'user'"),
+        (None, ["--q-cap", "0"], "--q-cap", "not in (0, 1]"),
+        (None, ["--q-cap", "1.5"], "--q-cap", "not in (0, 1]"),
+        (None, ["--q-min", "0.5", "--q-cap", "0.1"], "--q-min", "above --q-cap"),
+        (None, ["--sigma", "-1"], "--sigma", "not in"),
+        (None, ["--client-rate", "2"], "--client-rate", "not in (0, 1]"),
+        (None, ["--out", "/nonexistent-dir/q.csv"], "--out", "does not exist"),
+        (None, ["--plot", "/nonexistent-dir/c.png"], "--plot", "does not exist"),
+    ],
+)
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case, extra, option, words):
     source = ["--budgets", _bad_files(tmp_path)[case]] if case else ["--distribution", "group-3"]
     sigma = [] if "--sigma" in extra else ["--sigma", "3"]
@@ -203,11 +241,14 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case, extra, option, words):
     assert "Traceback" not in result.output
 
 
-@pytest.mark.parametrize("args,words", [
-    (["--sigma", "3"], "exactly one of --budgets"),
-    (["--distribution", "group-3"], "exactly one of --sigma or --calibrate-sigma"),
-    (["--distribution", "group-3", "--sigma", "3", "--calibrate-sigma"], "exactly one of --sigma"),
-])
+@pytest.mark.parametrize(
+    "args,words",
+    [
+        (["--sigma", "3"], "exactly one of --budgets"),
+        (["--distribution", "group-3"], "exactly one of --sigma or --calibrate-sigma"),
+        (["--distribution", "group-3", "--sigma", "3", "--calibrate-sigma"], "exactly one of --sigma"),
+    ],
+)
 def test_exactly_one_source_and_one_sigma(args, words):
     result = run(*args, *RUN)
     assert result.exit_code == 2 and words in result.output
@@ -217,7 +258,7 @@ def test_exactly_one_source_and_one_sigma(args, words):
 def test_without_pyarrow_the_csv_module_gives_the_same_files(tmp_path, monkeypatch):
     from uldp.cli import personalize_io
 
-    ids = ["alice", "b,ob", "007", "x\"y", "42"]
+    ids = ["alice", "b,ob", "007", 'x"y', "42"]
     src = write_budgets(tmp_path / "b.csv", zip(ids, [0.5, 1.0, 2.0, 3.0, 1.0]))
     fast, slow = tmp_path / "fast.csv", tmp_path / "slow.csv"
     run_json("--budgets", src, "--sigma", "5", *RUN, "--out", str(fast))

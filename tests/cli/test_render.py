@@ -30,9 +30,7 @@ def test_json_is_one_document_with_inf_as_null(capsys: pytest.CaptureFixture[str
 def test_json_writes_the_given_document(capsys: pytest.CaptureFixture[str]) -> None:
     document = {"results": [{"epsilon": math.nan}], "target": {"epsilon": 2.0}}
     emit("Privacy", COLUMNS, [], "json", document=document)
-    assert json.loads(capsys.readouterr().out) == {
-        "results": [{"epsilon": None}], "target": {"epsilon": 2.0}
-    }
+    assert json.loads(capsys.readouterr().out) == {"results": [{"epsilon": None}], "target": {"epsilon": 2.0}}
 
 
 def test_csv_has_header_and_rows(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,16 +49,36 @@ def test_table_shows_title_headers_values_assumptions_notes(
 ) -> None:
     emit("Privacy", COLUMNS, ROWS, "table", assumptions=ASSUMPTIONS, notes=["a note"])
     out = capsys.readouterr().out
-    for text in ("Privacy", "Group size k", "Epsilon", "Method", "1.235", "inf", "[Lemma 6]",
-                 "Assumptions", "delta: 1e-05", "orders: 2, 4", "a note"):
+    for text in (
+        "Privacy",
+        "Group size k",
+        "Epsilon",
+        "Method",
+        "1.235",
+        "inf",
+        "[Lemma 6]",
+        "Assumptions",
+        "delta: 1e-05",
+        "orders: 2, 4",
+        "a note",
+    ):
         assert text in out, out
     assert "\x1b[" not in out  # no colour codes when stdout is not a terminal
 
 
 @pytest.mark.parametrize(
     "value, shown",
-    [(None, "-"), (1.234567, "1.235"), (0.000123456, "0.0001235"), (100.0, "100"),
-     (math.inf, "inf"), (3, "3"), (True, "yes"), ([1, 2.5], "1, 2.5"), ("x", "x")],
+    [
+        (None, "-"),
+        (1.234567, "1.235"),
+        (0.000123456, "0.0001235"),
+        (100.0, "100"),
+        (math.inf, "inf"),
+        (3, "3"),
+        (True, "yes"),
+        ([1, 2.5], "1, 2.5"),
+        ("x", "x"),
+    ],
 )
 def test_format_cell(value: object, shown: str) -> None:
     assert format_cell(value) == shown

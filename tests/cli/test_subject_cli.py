@@ -1,4 +1,5 @@
 """`uldp subject` end to end: the JSON contract, holdings CSV, LocalGroupDP, config and bad input."""
+
 from pathlib import Path
 
 import pytest
@@ -8,8 +9,20 @@ from uldp.accountants.horizontal import FederationRun, group_noise, max_rounds, 
 from .invoke import command_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-BASE = ["--members", "16", "--per-round", "4", "--rounds", "50", "--local-steps", "10", "--q", "0.01",
-        "--sigma", "1"]
+BASE = [
+    "--members",
+    "16",
+    "--per-round",
+    "4",
+    "--rounds",
+    "50",
+    "--local-steps",
+    "10",
+    "--q",
+    "0.01",
+    "--sigma",
+    "1",
+]
 RUN = FederationRun(16, 4, 50, 10, 0.01, 1.0)
 
 
@@ -56,16 +69,19 @@ def test_table_and_config():
         assert text in result.output
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["--per-round", "17"], "--per-round"),
-    (["--group-sizes", "2"], "--epsilon"),
-    (["--subject-members", "20"], "--subject-members"),
-    (["--q", "0"], "--q"),
-    (["--alpha", "2"], "--subject-items"),
-    (["--subject-items", "5", "--distribution", "power"], "--alpha"),
-    (["--subject-items", "5", "--alpha", "2"], "--alpha"),
-    (["--subject-items", "5", "--items-per-member", "2"], "--items-per-member"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--per-round", "17"], "--per-round"),
+        (["--group-sizes", "2"], "--epsilon"),
+        (["--subject-members", "20"], "--subject-members"),
+        (["--q", "0"], "--q"),
+        (["--alpha", "2"], "--subject-items"),
+        (["--subject-items", "5", "--distribution", "power"], "--alpha"),
+        (["--subject-items", "5", "--alpha", "2"], "--alpha"),
+        (["--subject-items", "5", "--items-per-member", "2"], "--items-per-member"),
+    ],
+)
 def test_bad_input_is_one_line_exit_2(args, needle):
     result = run(*BASE, *args)
     assert result.exit_code == 2, result.output
@@ -81,15 +97,30 @@ def test_holdings_with_too_many_members(tmp_path):
     assert result.exit_code == 2 and "--holdings" in result.output and "held by 20 members" in result.output
 
 
-PAPER = ["--members", "16", "--per-round", "16", "--local-steps", "10", "--q", "0.01", "--sigma", "1",
-         "--epsilon", "4"]
+PAPER = [
+    "--members",
+    "16",
+    "--per-round",
+    "16",
+    "--local-steps",
+    "10",
+    "--q",
+    "0.01",
+    "--sigma",
+    "1",
+    "--epsilon",
+    "4",
+]
 WIDE = "subject,member\n" + "".join(f"wide,m{i}\n" for i in range(1, 17))
 
 
-@pytest.mark.parametrize("rounds, deep, local, federation", [
-    ("100", 3, "deep", "wide"),   # deep's 3 items at m1 bind the local limit
-    ("1000", 4, "deep", "deep"),  # wide is worst at R = 1000, deep binds the federation limit
-])
+@pytest.mark.parametrize(
+    "rounds, deep, local, federation",
+    [
+        ("100", 3, "deep", "wide"),  # deep's 3 items at m1 bind the local limit
+        ("1000", 4, "deep", "deep"),  # wide is worst at R = 1000, deep binds the federation limit
+    ],
+)
 def test_round_limits_bind_every_subject(tmp_path, rounds, deep, local, federation):
     path = tmp_path / "h.csv"
     path.write_text(WIDE + "deep,m1\n" * deep)
@@ -107,8 +138,9 @@ def test_round_limits_bind_every_subject(tmp_path, rounds, deep, local, federati
     row = doc["results"][0]
     assert doc["local_subject"] == "deep" and row["epsilon"] == doc["local_epsilon"] and "deep" in row["note"]
     thumb = doc["rule_of_thumb"]
-    assert thumb["local_epsilon"] == next(s["local_epsilon"] for s in doc["subjects"]
-                                          if s["subject"] == thumb["subject"])
+    assert thumb["local_epsilon"] == next(
+        s["local_epsilon"] for s in doc["subjects"] if s["subject"] == thumb["subject"]
+    )
 
 
 @pytest.mark.parametrize("header", ["subject,member", "member,subject", "Member,note,SUBJECT"])
@@ -138,14 +170,18 @@ def test_huge_budget_for_local_group_dp_is_one_line():
     result = run(*BASE, "--epsilon", "2000", "--group-sizes", "2")
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert lines[-1].startswith("Error: --epsilon 2000 with --group-sizes 2") and "Traceback" not in result.output
+    assert (
+        lines[-1].startswith("Error: --epsilon 2000 with --group-sizes 2")
+        and "Traceback" not in result.output
+    )
 
 
 def test_local_group_dp_is_per_member_and_warns_on_a_small_z(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text(WIDE + "deep,m1\n" * 3)
-    output = " ".join(run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "2,3")
-                      .output.split())
+    output = " ".join(
+        run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "2,3").output.split()
+    )
     assert "LocalGroupDP noise per member" in output
     assert "Z = 2 is below the 3 items subject deep has at one member" in output and "use Z = 3" in output
     enough = run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "3").output

@@ -1,4 +1,5 @@
 """Small (insecure, fast) Paillier keys shared by the crypto tests."""
+
 from __future__ import annotations
 
 import pytest

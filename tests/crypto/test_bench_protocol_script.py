@@ -1,4 +1,5 @@
 """benchmarks/bench_protocol.py: small (insecure) keys only behind an explicit --test-keys."""
+
 from __future__ import annotations
 
 import json
@@ -9,13 +10,13 @@ from pathlib import Path
 import pytest
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_protocol.py"
-TINY = ["--silos", "2", "--users", "3", "--params", "2", "--straightforward-users", "1",
-        "--workers", "1"]
+TINY = ["--silos", "2", "--users", "3", "--params", "2", "--straightforward-users", "1", "--workers", "1"]
 
 
 def bench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *TINY, *args], capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *TINY, *args], capture_output=True, text=True, timeout=120
+    )
 
 
 @pytest.mark.parametrize("bits", ["512", "1024", "2046"])

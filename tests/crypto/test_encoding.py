@@ -1,11 +1,13 @@
 """Algorithm 5 Encode/Decode: round trips within P / 2, and refusals instead of wrapping."""
+
 from __future__ import annotations
 
 import math
 
 import numpy as np
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from uldp.crypto.encoding import DEFAULT_N_MAX, Encoding, largest_n_max, lcm_up_to
 
@@ -30,11 +32,14 @@ def test_round_trip_within_half_precision(x):
     assert abs(enc.decode(y, N, scaled=False, bound=one) - x) <= 0.5e-6 + 1e-12 * abs(x)
     # the aggregate carries the C_LCM factor: Decode divides it out
     assert enc.decode(y * enc.c_lcm % N, N, bound=one * enc.c_lcm) == pytest.approx(
-        enc.decode(y, N, scaled=False, bound=one))
+        enc.decode(y, N, scaled=False, bound=one)
+    )
 
 
-@given(values=st.lists(FINITE, min_size=1, max_size=6),
-       totals=st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=6))
+@given(
+    values=st.lists(FINITE, min_size=1, max_size=6),
+    totals=st.lists(st.integers(min_value=1, max_value=12), min_size=1, max_size=6),
+)
 def test_weighted_sum_with_c_lcm_decodes_exactly(values, totals):
     # sum_u E_u * C_LCM / N_u is an integer because every N_u <= N_max divides C_LCM (D.4 (1)).
     enc = Encoding(precision=1e-6, n_max=12, value_bound=1e6)
@@ -97,8 +102,9 @@ def test_decode_requires_a_bound():
         enc.decode(wrapped, N, bound=None)
     with pytest.raises(ValueError, match="outside the decodable range"):
         enc.decode_all([1, wrapped], N, bound=enc.aggregate_bound(users=3, silos=2))
-    assert enc.decode_all([enc.c_lcm, N - 2 * enc.c_lcm], N, bound=enc.aggregate_bound(
-        users=3, silos=2)).tolist() == pytest.approx([1e-3, -2e-3])
+    assert enc.decode_all(
+        [enc.c_lcm, N - 2 * enc.c_lcm], N, bound=enc.aggregate_bound(users=3, silos=2)
+    ).tolist() == pytest.approx([1e-3, -2e-3])
 
 
 @pytest.mark.parametrize("bits,users,silos", [(512, 10, 3), (1024, 100, 3), (2048, 40, 5)])
@@ -116,5 +122,4 @@ def test_bad_parameters():
         Encoding(precision=0)
     with pytest.raises(ValueError, match="value bound"):
         Encoding(value_bound=math.inf)
-    assert np.array_equal(Encoding(precision=1.0, n_max=1, value_bound=5).fixed_point([[1.4, -2.6]]),
-                          [1, -3])
+    assert np.array_equal(Encoding(precision=1.0, n_max=1, value_bound=5).fixed_point([[1.4, -2.6]]), [1, -3])

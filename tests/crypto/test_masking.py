@@ -1,4 +1,5 @@
 """Pairwise masks cancel in the sum and hide each part; blinding and inverses on F_n."""
+
 from __future__ import annotations
 
 import secrets
@@ -24,8 +25,7 @@ def test_masks_cancel_in_the_sum(silos):
     n = gmpy2.next_prime(2**127) * gmpy2.next_prime(2**130)
     seeds = pair_seeds(silos)
     values = [[secrets.randbelow(1000) for _ in range(7)] for _ in range(silos)]
-    masked = [add_masks(values[s], pairwise_masks(s, seeds[s], "round/3", 7, n), n)
-              for s in range(silos)]
+    masked = [add_masks(values[s], pairwise_masks(s, seeds[s], "round/3", 7, n), n) for s in range(silos)]
     for j in range(7):
         assert sum(m[j] for m in masked) % n == sum(v[j] for v in values)
     # a single masked value is not the value

@@ -1,9 +1,11 @@
 """Paillier over phe: round trips, homomorphisms, CRT decryption, and the key-size guard."""
+
 from __future__ import annotations
 
 import gmpy2
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from uldp.crypto import paillier
 from uldp.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits, generate_keypair
@@ -11,6 +13,7 @@ from uldp.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits, generate_keyp
 
 def test_default_is_3072_bits_and_small_keys_need_the_test_flag():
     import inspect
+
     assert DEFAULT_KEY_BITS == 3072
     assert inspect.signature(generate_keypair).parameters["key_bits"].default == 3072
     with pytest.raises(ValueError, match="insecure"):
@@ -29,13 +32,15 @@ def test_key_has_requested_size(keypair_1024):
     public, private = keypair_1024
     assert public.bits == 1024
     assert private.p * private.q == public.n
-    assert public.nsquare == public.n ** 2
+    assert public.nsquare == public.n**2
 
 
 @settings(max_examples=30)
-@given(a=st.integers(min_value=-(2**600), max_value=2**600),
-       b=st.integers(min_value=-(2**600), max_value=2**600),
-       k=st.integers(min_value=-(2**200), max_value=2**200))
+@given(
+    a=st.integers(min_value=-(2**600), max_value=2**600),
+    b=st.integers(min_value=-(2**600), max_value=2**600),
+    k=st.integers(min_value=-(2**200), max_value=2**200),
+)
 def test_homomorphisms(keypair_1024, a, b, k):
     public, private = keypair_1024
     n = public.n
@@ -55,14 +60,14 @@ def test_encryption_is_randomized(keypair_512):
 
 def test_decryption_uses_crt_and_matches_the_textbook_formula(keypair_512, monkeypatch):
     import phe.paillier
+
     public, private = keypair_512
     moduli = []
     real_powmod = phe.paillier.powmod
-    monkeypatch.setattr(phe.paillier, "powmod",
-                        lambda a, b, c: moduli.append(c) or real_powmod(a, b, c))
+    monkeypatch.setattr(phe.paillier, "powmod", lambda a, b, c: moduli.append(c) or real_powmod(a, b, c))
     private.decrypt(public.encrypt(42))
     # phe decrypts modulo p^2 and q^2 and joins by the CRT; never a full exponentiation mod n^2.
-    assert sorted(moduli) == sorted([private.p ** 2, private.q ** 2])
+    assert sorted(moduli) == sorted([private.p**2, private.q**2])
     monkeypatch.undo()
     lam = gmpy2.lcm(private.p - 1, private.q - 1)
     n, nsq = public.n, public.nsquare

@@ -1,4 +1,5 @@
 """The PRG: deterministic per (seed, label, index), uniform on [0, n), units when asked."""
+
 from __future__ import annotations
 
 import secrets

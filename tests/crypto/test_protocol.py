@@ -1,4 +1,5 @@
 """Protocol 1 end to end: correctness (Theorem 4), what each party sees (Theorem 5), refusals."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -12,8 +13,16 @@ from uldp.crypto import secure_weighted_sum
 from uldp.crypto.encoding import Encoding, largest_n_max
 from uldp.crypto.paillier import check_modulus
 from uldp.crypto.protocol import (
-    AggregationServer, PaillierKeyMessage, ProtocolParams, Silo, WeightingSession, largest_value,
-    plaintext_weighted_sum, rounding_tolerance, setup, weighting_round,
+    AggregationServer,
+    PaillierKeyMessage,
+    ProtocolParams,
+    Silo,
+    WeightingSession,
+    largest_value,
+    plaintext_weighted_sum,
+    rounding_tolerance,
+    setup,
+    weighting_round,
 )
 from uldp.crypto.sealing import SealedBox
 
@@ -41,18 +50,26 @@ def fixed_point_expectation(encoding, deltas, counts, sampled, noise):
             for u, e in enumerate(fixed):
                 if sampled[u] and counts[s, u]:
                     acc += Fraction(e * int(counts[s, u]), int(totals[u]))
-            acc += encoding.fixed_point(noise[s][j:j + 1])[0]
+            acc += encoding.fixed_point(noise[s][j : j + 1])[0]
         out.append(float(acc) * encoding.precision)
     return np.array(out)
 
 
 def run(counts, deltas, noise, sampled, encoding=SMALL, rounds=1, method="fast", key=None):
     silos, users = counts.shape
-    params = ProtocolParams(silos=silos, users=users, dimension=noise[0].shape[0], key_bits=1024,
-                            encoding=encoding, test_keys=True)
+    params = ProtocolParams(
+        silos=silos,
+        users=users,
+        dimension=noise[0].shape[0],
+        key_bits=1024,
+        encoding=encoding,
+        test_keys=True,
+    )
     federation = setup(counts, params, keypair=key)
-    results = [weighting_round(federation, t, deltas, noise, sampled, method=method, workers=1)
-               for t in range(rounds)]
+    results = [
+        weighting_round(federation, t, deltas, noise, sampled, method=method, workers=1)
+        for t in range(rounds)
+    ]
     return federation, results
 
 
@@ -66,9 +83,12 @@ def test_aggregate_matches_plaintext_within_precision(keypair_1024, silos, users
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
     assert np.max(np.abs(result.aggregate - plain)) <= rounding_tolerance(SMALL, users, silos)
     # Decoding is exact: the protocol returns the fixed-point computation itself (Theorem 4).
-    np.testing.assert_allclose(result.aggregate,
-                               fixed_point_expectation(SMALL, deltas, counts, sampled, noise),
-                               rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(
+        result.aggregate,
+        fixed_point_expectation(SMALL, deltas, counts, sampled, noise),
+        rtol=1e-14,
+        atol=1e-15,
+    )
 
 
 def test_unsampled_users_do_not_count(keypair_1024):
@@ -98,8 +118,9 @@ def test_secure_weighted_sum_entry_point():
     rng = np.random.default_rng(11)
     counts, deltas, noise = make_inputs(rng, 3, 7, 5)
     sampled = rng.random(7) < 0.6
-    result = secure_weighted_sum(deltas, counts, sampled, noise, key_bits=1024, test_keys=True,
-                                 precision=1e-9)
+    result = secure_weighted_sum(
+        deltas, counts, sampled, noise, key_bits=1024, test_keys=True, precision=1e-9
+    )
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
     assert result.shape == (5,)
     assert np.max(np.abs(result - plain)) <= (7 + 3) * 1e-9 / 2
@@ -108,8 +129,7 @@ def test_secure_weighted_sum_entry_point():
 def test_weighting_session_runs_several_rounds_on_one_setup():
     rng = np.random.default_rng(12)
     counts, deltas, noise = make_inputs(rng, 2, 4, 3)
-    session = WeightingSession(counts, 3, key_bits=1024, test_keys=True, precision=1e-9,
-                               workers=1)
+    session = WeightingSession(counts, 3, key_bits=1024, test_keys=True, precision=1e-9, workers=1)
     for t in range(2):
         sampled = rng.random(4) < 0.7
         round_deltas = [d * (t + 1) for d in deltas]
@@ -152,10 +172,9 @@ def test_server_view_of_blinded_totals_is_independent_of_n_u(keypair_1024):
     """B(N_u) = r_u N_u mod n is uniform whatever N_u (Appendix D.5): compare two populations."""
     users = 800
     counts = np.zeros((3, users), dtype=int)
-    counts[0, :400] = 1                      # N_u = 1
-    counts[:, 400:] = [[20], [20], [19]]     # N_u = 59
-    params = ProtocolParams(silos=3, users=users, dimension=1, key_bits=1024, encoding=SMALL,
-                            test_keys=True)
+    counts[0, :400] = 1  # N_u = 1
+    counts[:, 400:] = [[20], [20], [19]]  # N_u = 59
+    params = ProtocolParams(silos=3, users=users, dimension=1, key_bits=1024, encoding=SMALL, test_keys=True)
     federation = setup(counts, params, keypair=keypair_1024)
     n = float(keypair_1024[0].n)
     seen = np.array([float(b) for b in federation.server.blinded_totals()]) / n
@@ -181,15 +200,12 @@ def _ints_and_bytes(obj):
 
 
 def test_no_party_receives_another_partys_counts_in_the_clear(keypair_1024):
-    counts = np.array([[101, 113, 127, 131, 137],
-                       [139, 149, 151, 157, 163],
-                       [167, 173, 179, 181, 191]])
+    counts = np.array([[101, 113, 127, 131, 137], [139, 149, 151, 157, 163], [167, 173, 179, 181, 191]])
     encoding = Encoding(precision=1e-6, n_max=600, value_bound=10.0)
     rng = np.random.default_rng(1)
     deltas = [rng.normal(size=(5, 3)) for _ in range(3)]
     noise = [rng.normal(size=3) for _ in range(3)]
-    federation, _ = run(counts, deltas, noise, np.ones(5, dtype=bool), encoding=encoding,
-                        key=keypair_1024)
+    federation, _ = run(counts, deltas, noise, np.ones(5, dtype=bool), encoding=encoding, key=keypair_1024)
     totals = set(counts.sum(axis=0).tolist())
     server_seen = [v for m in federation.server.inbox for v in _ints_and_bytes(m)]
     assert server_seen and not (set(server_seen) & (set(counts.ravel().tolist()) | totals))
@@ -211,8 +227,9 @@ def test_count_above_n_max_is_refused(keypair_1024):
     counts[1, 2] = 30
     counts[0, 2] = 31  # each silo within N_max, the total N_u = 61 is not
     with pytest.raises(ValueError, match="exceeds N_max"):
-        secure_weighted_sum(deltas, counts, np.ones(3, dtype=bool), noise, key_bits=1024,
-                            test_keys=True, n_max=60)
+        secure_weighted_sum(
+            deltas, counts, np.ones(3, dtype=bool), noise, key_bits=1024, test_keys=True, n_max=60
+        )
 
 
 def test_total_above_n_max_is_caught_at_decoding(keypair_1024):
@@ -231,12 +248,19 @@ def test_values_that_could_overflow_are_refused(keypair_1024):
     with pytest.raises(ValueError, match="exceeds the encoding's value bound"):
         run(counts, deltas, noise, np.ones(3, dtype=bool), key=keypair_1024)
     with pytest.raises(ValueError, match="plaintext space is too small"):
-        run(counts, [d * 0 for d in deltas], noise, np.ones(3, dtype=bool),
-            encoding=Encoding(precision=1e-10, n_max=2000), key=keypair_1024)
+        run(
+            counts,
+            [d * 0 for d in deltas],
+            noise,
+            np.ones(3, dtype=bool),
+            encoding=Encoding(precision=1e-10, n_max=2000),
+            key=keypair_1024,
+        )
 
 
 def test_secure_defaults():
     import inspect
+
     assert inspect.signature(secure_weighted_sum).parameters["key_bits"].default == 3072
     assert ProtocolParams(silos=2, users=1, dimension=1).key_bits == 3072
     with pytest.raises(ValueError, match="insecure"):
@@ -249,14 +273,15 @@ def test_bad_inputs():
     with pytest.raises(ValueError, match="insecure"):
         secure_weighted_sum(deltas, counts, np.ones(3, dtype=bool), noise, key_bits=1024)
     with pytest.raises(ValueError, match="silos"):
-        secure_weighted_sum(deltas[:1], counts, np.ones(3, dtype=bool), noise, key_bits=1024,
-                            test_keys=True)
+        secure_weighted_sum(deltas[:1], counts, np.ones(3, dtype=bool), noise, key_bits=1024, test_keys=True)
     with pytest.raises(ValueError, match="integer"):
-        secure_weighted_sum(deltas, counts.astype(float), np.ones(3, dtype=bool), noise,
-                            key_bits=1024, test_keys=True)
+        secure_weighted_sum(
+            deltas, counts.astype(float), np.ones(3, dtype=bool), noise, key_bits=1024, test_keys=True
+        )
 
 
 # --- Paillier modulus size: the same rule at the silo and the server as at key generation ---
+
 
 def test_silo_refuses_a_modulus_below_2048_bits_without_test_keys(keypair_512):
     params = ProtocolParams(silos=2, users=2, dimension=1, encoding=Encoding(n_max=10))
@@ -268,8 +293,7 @@ def test_silo_refuses_a_modulus_below_2048_bits_without_test_keys(keypair_512):
 
 
 def test_silo_refuses_a_modulus_smaller_than_the_agreed_key_size(keypair_512, keypair_1024):
-    params = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL,
-                            test_keys=True)
+    params = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL, test_keys=True)
     with pytest.raises(ValueError, match="512 bits, but the agreed key size is 1024"):
         Silo(0, [1, 2], params).receive_paillier_key(PaillierKeyMessage(int(keypair_512[0].n)))
     Silo(0, [1, 2], params).receive_paillier_key(PaillierKeyMessage(int(keypair_1024[0].n)))
@@ -282,8 +306,7 @@ def test_server_and_setup_refuse_a_small_supplied_keypair(keypair_512, keypair_1
         AggregationServer(secure, keypair=keypair_512)
     with pytest.raises(ValueError, match="insecure"):
         setup(counts, secure, keypair=keypair_512)
-    test = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL,
-                          test_keys=True)
+    test = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL, test_keys=True)
     with pytest.raises(ValueError, match="agreed key size is 1024"):
         setup(counts, test, keypair=keypair_512)
     with pytest.raises(ValueError, match="does not belong"):
@@ -291,16 +314,19 @@ def test_server_and_setup_refuse_a_small_supplied_keypair(keypair_512, keypair_1
     assert setup(counts, test, keypair=keypair_1024).server.public_key.bits == 1024
 
 
-@pytest.mark.parametrize("modulus,key_bits,test_keys,error", [
-    (2**2047 + 1, 2048, False, None),           # a 2048-bit n
-    (2**3071 + 1, 2048, False, None),           # larger than agreed is fine
-    (2**2046 + 1, 2048, False, "insecure"),     # 2047 bits: below 2048 without test_keys
-    (2**1022 + 1, 1024, True, None),            # p q can have key_bits - 1 bits
-    (2**1021 + 1, 1024, True, "agreed key size"),
-    (2**1023 + 2, 1024, True, "odd"),
-    (1, 1024, True, "odd"),
-    (float(2**1023), 1024, True, "integer"),
-])
+@pytest.mark.parametrize(
+    "modulus,key_bits,test_keys,error",
+    [
+        (2**2047 + 1, 2048, False, None),  # a 2048-bit n
+        (2**3071 + 1, 2048, False, None),  # larger than agreed is fine
+        (2**2046 + 1, 2048, False, "insecure"),  # 2047 bits: below 2048 without test_keys
+        (2**1022 + 1, 1024, True, None),  # p q can have key_bits - 1 bits
+        (2**1021 + 1, 1024, True, "agreed key size"),
+        (2**1023 + 2, 1024, True, "odd"),
+        (1, 1024, True, "odd"),
+        (float(2**1023), 1024, True, "integer"),
+    ],
+)
 def test_check_modulus(modulus, key_bits, test_keys, error):
     if error is None:
         assert check_modulus(modulus, key_bits, test_keys=test_keys) == modulus
@@ -310,6 +336,7 @@ def test_check_modulus(modulus, key_bits, test_keys, error):
 
 
 # --- a round index is used once per silo: reused masks would leak a difference ---
+
 
 def test_silo_refuses_a_reused_round_index(keypair_1024):
     rng = np.random.default_rng(4)
@@ -336,22 +363,26 @@ def test_a_refused_round_does_not_use_up_its_index(keypair_1024):
 
 # --- the verification tolerance covers float64 error, not only the fixed-point rounding ---
 
+
 def test_tolerance_covers_float64_error_near_the_value_bound(keypair_1024):
     silos, users, d = 3, 6, 4
     public = keypair_1024[0]
     encoding = Encoding(n_max=largest_n_max(public.n, users, silos))  # P = 1e-10, |x| <= 1e10
     rng = np.random.default_rng(5)
     counts = rng.integers(1, encoding.n_max // silos + 1, size=(silos, users))
-    deltas = [rng.choice([-1.0, 1.0], size=(users, d)) * rng.uniform(0.5e10, 1e10, size=(users, d))
-              for _ in range(silos)]
+    deltas = [
+        rng.choice([-1.0, 1.0], size=(users, d)) * rng.uniform(0.5e10, 1e10, size=(users, d))
+        for _ in range(silos)
+    ]
     noise = [rng.uniform(-1e10, 1e10, size=d) for _ in range(silos)]
     sampled = np.ones(users, dtype=bool)
-    params = ProtocolParams(silos=silos, users=users, dimension=d, key_bits=1024,
-                            encoding=encoding, test_keys=True)
-    result = weighting_round(setup(counts, params, keypair=keypair_1024), 0, deltas, noise,
-                             sampled, workers=1)
-    error = float(np.max(np.abs(result.aggregate - plaintext_weighted_sum(deltas, counts, sampled,
-                                                                          noise))))
+    params = ProtocolParams(
+        silos=silos, users=users, dimension=d, key_bits=1024, encoding=encoding, test_keys=True
+    )
+    result = weighting_round(
+        setup(counts, params, keypair=keypair_1024), 0, deltas, noise, sampled, workers=1
+    )
+    error = float(np.max(np.abs(result.aggregate - plaintext_weighted_sum(deltas, counts, sampled, noise))))
     fixed_point_only = (users + silos) * encoding.precision / 2
     assert error > fixed_point_only  # float64 error is what matters at this scale
     assert error <= rounding_tolerance(encoding, users, silos)  # default: the value bound

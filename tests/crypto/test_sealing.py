@@ -1,4 +1,5 @@
 """Sealing the seed R: only the right key opens it, tampering is detected."""
+
 from __future__ import annotations
 
 import dataclasses

@@ -1,13 +1,19 @@
 """The silo's encrypted weighted sum: the fast path equals the straightforward reference."""
+
 from __future__ import annotations
 
 import gmpy2
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from uldp.crypto.weighting import (
-    encrypted_weighted_sum, fast_products, straightforward_products, user_factors, window_size,
+    encrypted_weighted_sum,
+    fast_products,
+    straightforward_products,
+    user_factors,
+    window_size,
 )
 
 
@@ -16,8 +22,10 @@ def problem(public, rng, users, d, bits):
     weights = [public.encrypt(w) for w in weights_plain]
     factors = [gmpy2.mpz(int(rng.integers(0, 2**62))) ** 20 % public.n for _ in range(users)]
     # Python ints built from random bytes: exponents up to 70 bits do not fit numpy's int64.
-    fixed = [[int.from_bytes(rng.bytes(9), "big") % (2**(bits + 1)) - 2**bits for _ in range(d)]
-             for _ in range(users)]
+    fixed = [
+        [int.from_bytes(rng.bytes(9), "big") % (2 ** (bits + 1)) - 2**bits for _ in range(d)]
+        for _ in range(users)
+    ]
     fixed[0][0] = 0  # zero exponents are skipped by the fast path
     return weights_plain, weights, factors, fixed
 
@@ -25,8 +33,10 @@ def problem(public, rng, users, d, bits):
 def expected(public, weights_plain, factors, fixed, offsets):
     n = public.n
     d = len(fixed[0])
-    return [(sum(w * k * row[j] for w, k, row in zip(weights_plain, factors, fixed)) + offsets[j]) % n
-            for j in range(d)]
+    return [
+        (sum(w * k * row[j] for w, k, row in zip(weights_plain, factors, fixed)) + offsets[j]) % n
+        for j in range(d)
+    ]
 
 
 @pytest.mark.parametrize("users,d,bits", [(1, 1, 3), (3, 5, 34), (7, 4, 70), (5, 9, 1)])
@@ -38,8 +48,7 @@ def test_fast_equals_straightforward_equals_plaintext(keypair_512, users, d, bit
     offsets = [int(rng.integers(0, 2**50)) for _ in range(d)]
     want = expected(public, weights_plain, factors, fixed, offsets)
     for method in ("fast", "straightforward"):
-        out = encrypted_weighted_sum(public, weights, factors, fixed, offsets, method=method,
-                                     workers=1)
+        out = encrypted_weighted_sum(public, weights, factors, fixed, offsets, method=method, workers=1)
         assert [private.decrypt(c) for c in out] == want
     products = straightforward_products(public, weights, factors, fixed)
     fast, _ = fast_products(public, weights, factors, fixed, workers=1)
@@ -84,8 +93,11 @@ def test_bad_method_and_shapes(keypair_512):
 
 
 @settings(max_examples=15)
-@given(shape=st.tuples(st.integers(1, 4), st.integers(1, 4)), seed=st.integers(0, 2**32 - 1),
-       bits=st.integers(0, 80))
+@given(
+    shape=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    seed=st.integers(0, 2**32 - 1),
+    bits=st.integers(0, 80),
+)
 def test_fast_equals_straightforward_property(keypair_512, shape, seed, bits):
     public, private = keypair_512
     users, d = shape

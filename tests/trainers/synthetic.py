@@ -1,4 +1,5 @@
 """Small synthetic FederatedData sets for the trainer tests (seconds, no files)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -6,8 +7,17 @@ import numpy as np
 from uldp.trainers.data import FederatedData
 
 
-def make_data(task: str = "binary", *, n: int = 240, users: int = 12, silos: int = 3,
-              features: int = 6, image: bool = False, seed: int = 0, n_classes: int = 3) -> FederatedData:
+def make_data(
+    task: str = "binary",
+    *,
+    n: int = 240,
+    users: int = 12,
+    silos: int = 3,
+    features: int = 6,
+    image: bool = False,
+    seed: int = 0,
+    n_classes: int = 3,
+) -> FederatedData:
     """Records with a learnable signal, allocated uniformly to users and silos."""
     rng = np.random.default_rng(seed)
     shape = (1, 28, 28) if image else (features,)
@@ -26,15 +36,34 @@ def make_data(task: str = "binary", *, n: int = 240, users: int = 12, silos: int
         y = np.stack([time, event], axis=1)
         metric, classes = "c_index", 0
     return FederatedData(
-        name="synthetic", task=task, metric=metric, source="synthetic test records", synthetic=True,
-        x_train=x[:n], y_train=y[:n], user_train=rng.integers(0, users, n).astype(np.int64),
-        silo_train=rng.integers(0, silos, n).astype(np.int64), x_test=x[n:], y_test=y[n:],
-        silo_test=rng.integers(0, silos, total - n).astype(np.int64), n_users=users, n_silos=silos,
-        n_classes=classes, allocation={"method": "uniform"})
+        name="synthetic",
+        task=task,
+        metric=metric,
+        source="synthetic test records",
+        synthetic=True,
+        x_train=x[:n],
+        y_train=y[:n],
+        user_train=rng.integers(0, users, n).astype(np.int64),
+        silo_train=rng.integers(0, silos, n).astype(np.int64),
+        x_test=x[n:],
+        y_test=y[n:],
+        silo_test=rng.integers(0, silos, total - n).astype(np.int64),
+        n_users=users,
+        n_silos=silos,
+        n_classes=classes,
+        allocation={"method": "uniform"},
+    )
 
 
 def without_user(data: FederatedData, user: int) -> FederatedData:
     """The neighbouring data set: every record of `user` removed, in every silo."""
     keep = data.user_train != user
-    return FederatedData(**{**data.__dict__, "x_train": data.x_train[keep], "y_train": data.y_train[keep],
-                            "user_train": data.user_train[keep], "silo_train": data.silo_train[keep]})
+    return FederatedData(
+        **{
+            **data.__dict__,
+            "x_train": data.x_train[keep],
+            "y_train": data.y_train[keep],
+            "user_train": data.user_train[keep],
+            "silo_train": data.silo_train[keep],
+        }
+    )

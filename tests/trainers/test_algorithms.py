@@ -1,4 +1,5 @@
 """Privacy-relevant invariants of every algorithm's silo update and aggregation (ULDP-FL §3)."""
+
 from __future__ import annotations
 
 import math
@@ -11,8 +12,7 @@ from uldp.trainers.algorithms import TrainConfig, make_algorithm
 from uldp.trainers.algorithms.base import Context, SiloDelta
 from uldp.trainers.algorithms.group import contribution_flags, resolve_group_k
 from uldp.trainers.algorithms.naive import naive_noise_std
-from uldp.trainers.algorithms.weighting import (plaintext_weighted_sum, record_count_weights,
-                                           uniform_weights)
+from uldp.trainers.algorithms.weighting import plaintext_weighted_sum, record_count_weights, uniform_weights
 from uldp.trainers.models import build_model, loss_for, parameter_count
 from uldp.trainers.runner import build_silos, round_rngs
 
@@ -96,15 +96,18 @@ def test_weights_sum_to_one_per_user():
     present = counts.sum(0) > 0
     np.testing.assert_allclose(w.sum(0)[present], 1.0)
     assert np.all(w[:, ~present] == 0)
-    np.testing.assert_allclose(w[counts > 0], (counts / np.maximum(counts.sum(0, keepdims=True), 1))[counts > 0])
+    np.testing.assert_allclose(
+        w[counts > 0], (counts / np.maximum(counts.sum(0, keepdims=True), 1))[counts > 0]
+    )
     np.testing.assert_allclose(uniform_weights(4, 30).sum(0), 1.0)
 
 
 @pytest.mark.parametrize("algo", ["uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-naive", "uldp-group"])
 def test_users_not_sampled_contribute_nothing(algo):
     data = make_data("binary", n=150, users=12, silos=3)
-    cfg = TrainConfig(algo=algo, rounds=1, sigma=1.0, clip=CLIP, lr=1.0, user_q=0.5, group_k="max",
-                      batch_size=16)
+    cfg = TrainConfig(
+        algo=algo, rounds=1, sigma=1.0, clip=CLIP, lr=1.0, user_q=0.5, group_k="max", batch_size=16
+    )
     full, plan, _, _ = _round_sum(data, cfg)
     if algo.startswith("uldp-avg") or algo == "uldp-sgd":
         assert plan.weights is None or np.all(plan.weights[:, ~plan.sampled] == 0)
@@ -165,10 +168,26 @@ def test_secure_weighting_equals_plaintext():
 
     data = make_data("binary", n=40, users=5, silos=2, features=2)
     keep = data.user_train != 4  # user 4 has no records: N_u = 0
-    data = type(data)(**{**data.__dict__, "x_train": data.x_train[keep], "y_train": data.y_train[keep],
-                         "user_train": data.user_train[keep], "silo_train": data.silo_train[keep]})
-    cfg = TrainConfig(algo="uldp-avg-w", rounds=1, sigma=1.0, clip=CLIP, lr=1.0, user_q=0.6, secure=True,
-                      key_bits=512, test_keys=True)
+    data = type(data)(
+        **{
+            **data.__dict__,
+            "x_train": data.x_train[keep],
+            "y_train": data.y_train[keep],
+            "user_train": data.user_train[keep],
+            "silo_train": data.silo_train[keep],
+        }
+    )
+    cfg = TrainConfig(
+        algo="uldp-avg-w",
+        rounds=1,
+        sigma=1.0,
+        clip=CLIP,
+        lr=1.0,
+        user_q=0.6,
+        secure=True,
+        key_bits=512,
+        test_keys=True,
+    )
     plain, plan, messages, _ = _round_sum(data, cfg)
     counts = np.stack([np.bincount(data.user_train[data.silo_train == s], minlength=5) for s in range(2)])
     secure = SecureWeighting(counts, plain.numel(), key_bits=512, test_keys=True)(messages, plan.sampled)

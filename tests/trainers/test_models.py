@@ -1,4 +1,5 @@
 """Models of ULDP-FL §5.1 and the losses and metrics of their tasks."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -7,8 +8,17 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uldp.trainers.models import (binary_loss, build_model, c_index, cox_loss, cross_entropy_loss,
-                             default_model_name, metric_value, parameter_count, roc_auc)
+from uldp.trainers.models import (
+    binary_loss,
+    build_model,
+    c_index,
+    cox_loss,
+    cross_entropy_loss,
+    default_model_name,
+    metric_value,
+    parameter_count,
+    roc_auc,
+)
 
 
 def test_paper_model_sizes():
@@ -16,8 +26,8 @@ def test_paper_model_sizes():
     mlp = build_model("mlp", task="binary", feature_shape=(30,), n_classes=2)
     logistic = build_model("logistic", task="binary", feature_shape=(13,), n_classes=2)
     cox = build_model("cox", task="survival", feature_shape=(7,), n_classes=0)
-    assert 15_000 <= parameter_count(cnn) <= 25_000          # "about 20K"
-    assert 4_000 <= parameter_count(mlp) <= 6_000             # "about 4K" / ~5K
+    assert 15_000 <= parameter_count(cnn) <= 25_000  # "about 20K"
+    assert 4_000 <= parameter_count(mlp) <= 6_000  # "about 4K" / ~5K
     assert parameter_count(logistic) == 14 and parameter_count(cox) == 7  # "< 100 parameters"
     assert cnn(torch.zeros(4, 1, 28, 28)).shape == (4, 10)
     assert mlp(torch.zeros(4, 30)).shape == (4, 1)
@@ -39,11 +49,14 @@ def test_build_model_rejects_mismatches():
         build_model("resnet", task="binary", feature_shape=(7,), n_classes=2)
 
 
-@pytest.mark.parametrize("loss,make_y,out", [
-    (cross_entropy_loss, lambda n: torch.randint(0, 4, (n,)), 4),
-    (binary_loss, lambda n: torch.randint(0, 2, (n,)), 1),
-    (cox_loss, lambda n: torch.stack([torch.rand(n) * 5, (torch.rand(n) > 0.3).float()], 1), 1),
-])
+@pytest.mark.parametrize(
+    "loss,make_y,out",
+    [
+        (cross_entropy_loss, lambda n: torch.randint(0, 4, (n,)), 4),
+        (binary_loss, lambda n: torch.randint(0, 2, (n,)), 1),
+        (cox_loss, lambda n: torch.stack([torch.rand(n) * 5, (torch.rand(n) > 0.3).float()], 1), 1),
+    ],
+)
 def test_padding_does_not_change_the_loss(loss, make_y, out):
     torch.manual_seed(0)
     output, y = torch.randn(9, out), make_y(9)
@@ -64,8 +77,11 @@ def test_cox_loss_matches_breslow_formula():
         if event[i]:
             expected -= eta[i] - np.log(np.exp(eta[time >= time[i]]).sum())
     expected /= event.sum()
-    got = cox_loss(torch.tensor(eta).unsqueeze(1), torch.tensor(np.stack([time, event], 1)),
-                   torch.ones(12, dtype=torch.float64))
+    got = cox_loss(
+        torch.tensor(eta).unsqueeze(1),
+        torch.tensor(np.stack([time, event], 1)),
+        torch.ones(12, dtype=torch.float64),
+    )
     assert got.item() == pytest.approx(expected, rel=1e-10)
 
 

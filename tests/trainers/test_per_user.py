@@ -1,4 +1,5 @@
 """Batched per-user training (torch.func + vmap) against the one-user-at-a-time reference."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -8,8 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.trainers.models import build_model, loss_for
-from uldp.trainers.per_user import (LocalTraining, batched_user_deltas, clip_rows, loop_user_deltas,
-                               record_count_groups)
+from uldp.trainers.per_user import (
+    LocalTraining,
+    batched_user_deltas,
+    clip_rows,
+    loop_user_deltas,
+    record_count_groups,
+)
 
 
 def _setup(name, shape, task, n, users, dtype, seed=0):
@@ -27,13 +33,16 @@ def _setup(name, shape, task, n, users, dtype, seed=0):
     return model, params, x, y, owners, rng
 
 
-@pytest.mark.parametrize("name,shape,task,dtype,training", [
-    ("mlp", (30,), "binary", torch.float32, LocalTraining(1, 0.5)),
-    ("mlp", (30,), "binary", torch.float32, LocalTraining(3, 0.2, batch_size=4)),
-    ("logistic", (13,), "binary", torch.float32, LocalTraining(2, 0.5, batch_size=3)),
-    ("cox", (7,), "survival", torch.float64, LocalTraining(2, 0.3, batch_size=5)),
-    ("cnn", (1, 28, 28), "multiclass", torch.float64, LocalTraining(2, 0.1, batch_size=4)),
-])
+@pytest.mark.parametrize(
+    "name,shape,task,dtype,training",
+    [
+        ("mlp", (30,), "binary", torch.float32, LocalTraining(1, 0.5)),
+        ("mlp", (30,), "binary", torch.float32, LocalTraining(3, 0.2, batch_size=4)),
+        ("logistic", (13,), "binary", torch.float32, LocalTraining(2, 0.5, batch_size=3)),
+        ("cox", (7,), "survival", torch.float64, LocalTraining(2, 0.3, batch_size=5)),
+        ("cnn", (1, 28, 28), "multiclass", torch.float64, LocalTraining(2, 0.1, batch_size=4)),
+    ],
+)
 def test_batched_equals_loop(name, shape, task, dtype, training):
     n = 40 if name == "cnn" else 120
     model, params, x, y, owners, rng = _setup(name, shape, task, n, 12, dtype)

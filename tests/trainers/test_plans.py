@@ -1,4 +1,5 @@
 """ULDP-FL algorithms' plans (Theorems 1-3, Algorithm 4) compiled into mechanisms."""
+
 import math
 
 import pytest
@@ -21,8 +22,10 @@ def test_theorems_1_and_3_closed_form():
     for algo in ("uldp-naive", "uldp-avg", "uldp-sgd"):
         plan = plan_algorithm(algo, sigma=sigma, rounds=rounds, local_epochs=5)
         alphas = [1 + x / 100 for x in range(5, 100_000)]
-        closed = min(rounds * a / (2 * sigma**2) + math.log((a - 1) / a)
-                     - (math.log(delta) + math.log(a)) / (a - 1) for a in alphas)
+        closed = min(
+            rounds * a / (2 * sigma**2) + math.log((a - 1) / a) - (math.log(delta) + math.log(a)) / (a - 1)
+            for a in alphas
+        )
         got = record_level(plan.mechanism, delta).epsilon
         assert closed <= got <= closed * 1.001
 
@@ -34,20 +37,24 @@ def test_group_steps_follow_local_epochs_and_sampling_rate():
 
 
 def test_group_with_batch_size_gives_one_mechanism_per_distinct_silo():
-    plan = plan_algorithm("uldp-group", sigma=1.0, rounds=5, batch_size=50,
-                          silo_sizes=[1000, 500, 1000], k=2)
+    plan = plan_algorithm("uldp-group", sigma=1.0, rounds=5, batch_size=50, silo_sizes=[1000, 500, 1000], k=2)
     assert isinstance(plan.mechanism, ParallelSilos)
-    assert set(plan.mechanism.silos) == {SubsampledGaussian(1.0, 0.05, 5 * 20),
-                                         SubsampledGaussian(1.0, 0.1, 5 * 10)}
+    assert set(plan.mechanism.silos) == {
+        SubsampledGaussian(1.0, 0.05, 5 * 20),
+        SubsampledGaussian(1.0, 0.1, 5 * 10),
+    }
 
 
-@pytest.mark.parametrize("kwargs,message", [
-    (dict(algorithm="uldp-group", record_q=0.1), "--k"),
-    (dict(algorithm="uldp-group", k=2), "exactly one of"),
-    (dict(algorithm="uldp-group", k=2, batch_size=10), "--silo-sizes"),
-    (dict(algorithm="uldp-group", k=2, record_q=0.1, silos=2, silo_sizes=[5, 5, 5]), "disagrees"),
-    (dict(algorithm="fedavg"), "algorithm must be one of"),
-])
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        (dict(algorithm="uldp-group", record_q=0.1), "--k"),
+        (dict(algorithm="uldp-group", k=2), "exactly one of"),
+        (dict(algorithm="uldp-group", k=2, batch_size=10), "--silo-sizes"),
+        (dict(algorithm="uldp-group", k=2, record_q=0.1, silos=2, silo_sizes=[5, 5, 5]), "disagrees"),
+        (dict(algorithm="fedavg"), "algorithm must be one of"),
+    ],
+)
 def test_bad_hyper_parameters_are_refused(kwargs, message):
     algorithm = kwargs.pop("algorithm")
     with pytest.raises(ValueError, match=message):

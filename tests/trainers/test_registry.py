@@ -1,4 +1,5 @@
 """The algorithm registry: one spec per algorithm, looked up by name, read without torch."""
+
 from __future__ import annotations
 
 import subprocess
@@ -7,15 +8,30 @@ import sys
 import pytest
 
 from uldp.errors import InvalidParameter
-from uldp.trainers.algorithms import (AlgorithmSpec, TrainConfig, accounted_names, algorithm_names,
-                                      get_algorithm, plan_algorithm, register, secure_names,
-                                      unregister)
+from uldp.trainers.algorithms import (
+    AlgorithmSpec,
+    TrainConfig,
+    accounted_names,
+    algorithm_names,
+    get_algorithm,
+    plan_algorithm,
+    register,
+    secure_names,
+    unregister,
+)
 from uldp.trainers.algorithms.fedavg import FedAvg
 
 
 def test_built_in_algorithms_in_their_order():
-    assert algorithm_names() == ("default", "uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w",
-                                 "uldp-sgd", "uldp-sgd-w")
+    assert algorithm_names() == (
+        "default",
+        "uldp-naive",
+        "uldp-group",
+        "uldp-avg",
+        "uldp-avg-w",
+        "uldp-sgd",
+        "uldp-sgd-w",
+    )
     assert accounted_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-sgd")
     assert secure_names() == ("uldp-avg-w", "uldp-sgd-w")
 
@@ -59,10 +75,12 @@ def test_a_spec_without_plan_cannot_be_accounted_as_another():
 
 
 def test_reading_the_registry_imports_no_torch():
-    code = ("import sys\n"
-            "from uldp.trainers.algorithms import accounted_names, plan_algorithm\n"
-            "for name in accounted_names():\n"
-            "    plan_algorithm(name, sigma=1.0, rounds=3, k=2, record_q=0.1)\n"
-            "print('torch' in sys.modules)\n")
+    code = (
+        "import sys\n"
+        "from uldp.trainers.algorithms import accounted_names, plan_algorithm\n"
+        "for name in accounted_names():\n"
+        "    plan_algorithm(name, sigma=1.0, rounds=3, k=2, record_q=0.1)\n"
+        "print('torch' in sys.modules)\n"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

@@ -1,4 +1,5 @@
 """The round loop: metrics per round, epsilon from the accountants, checkpoints and resume."""
+
 from __future__ import annotations
 
 import json
@@ -21,8 +22,9 @@ class Interrupted(Exception):
 
 def _config(**changes):
     # A fixed noise seed: these tests compare runs, which fresh entropy would make differ.
-    base = dict(algo="uldp-avg", rounds=4, sigma=1.0, clip=0.5, lr=0.5, global_lr=5.0, user_q=0.7,
-                noise_seed=0)
+    base = dict(
+        algo="uldp-avg", rounds=4, sigma=1.0, clip=0.5, lr=0.5, global_lr=5.0, user_q=0.7, noise_seed=0
+    )
     return TrainConfig(**{**base, **changes})
 
 
@@ -57,7 +59,7 @@ def test_weighted_and_group_epsilons_match_the_accountant(tmp_path):
 
 def g_sizes(result, data):
     text = result.assumptions["group size"]
-    return json.loads(text[text.index("["):text.index("]") + 1])
+    return json.loads(text[text.index("[") : text.index("]") + 1])
 
 
 def test_default_is_not_private_and_learns():
@@ -96,10 +98,14 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, algo):
             raise Interrupted
 
     with pytest.raises(Interrupted):
-        train(data, cfg, checkpoint_dir=tmp_path / "ck", metrics_path=tmp_path / "m.jsonl",
-              on_round=stop_after_two)
-    resumed = train(data, cfg, checkpoint_dir=tmp_path / "ck", metrics_path=tmp_path / "m.jsonl",
-                    resume=True)
+        train(
+            data,
+            cfg,
+            checkpoint_dir=tmp_path / "ck",
+            metrics_path=tmp_path / "m.jsonl",
+            on_round=stop_after_two,
+        )
+    resumed = train(data, cfg, checkpoint_dir=tmp_path / "ck", metrics_path=tmp_path / "m.jsonl", resume=True)
     strip = lambda h: [{k: v for k, v in r.items() if k != "elapsed_s"} for r in h]  # noqa: E731
     assert strip(resumed.history) == strip(whole.history)
     for k in whole.params:

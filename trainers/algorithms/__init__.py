@@ -6,14 +6,24 @@ its trainer: a server-side round plan, a silo-side update producing an explicit 
 registers it. `uldp account`, `uldp calibrate` and `uldp train` read the registry; importing
 this package imports no torch (docs/architecture.md, "Adding an algorithm").
 """
+
 from __future__ import annotations
 
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from . import avg, fedavg, group, naive, sgd
-from .registry import (AlgorithmSpec, PlanInputs, accounted_names, algorithm_names, get_algorithm,
-                       plan_algorithm, register, secure_names, unregister)
+from .registry import (
+    AlgorithmSpec,
+    PlanInputs,
+    accounted_names,
+    algorithm_names,
+    get_algorithm,
+    plan_algorithm,
+    register,
+    secure_names,
+    unregister,
+)
 from .server import BaseAlgorithm, SiloAveraging
 
 if TYPE_CHECKING:
@@ -45,7 +55,24 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Algorithm", "AlgorithmSpec", "BaseAlgorithm", "Context", "PlanInputs", "RoundPlan",
-           "SiloAveraging", "SiloData", "SiloDelta", "SiloUserDeltas", "TrainConfig", "accounted_names",
-           "algorithm_names", "get_algorithm", "make_algorithm", "plan_algorithm", "register",
-           "secure_names", "unregister"]
+__all__ = [
+    "Algorithm",
+    "AlgorithmSpec",
+    "BaseAlgorithm",
+    "Context",
+    "PlanInputs",
+    "RoundPlan",
+    "SiloAveraging",
+    "SiloData",
+    "SiloDelta",
+    "SiloUserDeltas",
+    "TrainConfig",
+    "accounted_names",
+    "algorithm_names",
+    "get_algorithm",
+    "make_algorithm",
+    "plan_algorithm",
+    "register",
+    "secure_names",
+    "unregister",
+]

@@ -5,6 +5,7 @@ n_{s,u} / N_u (Eq. 3), in the clear or through Protocol 1 (`--secure`). Both rel
 mechanism, T rounds of a Gaussian of multiplier sigma (Theorem 3), so `-w` is accounted as
 `uldp-avg`. The silo update and the aggregation are `per_user_clipping.PerUserClipping`.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -20,6 +21,10 @@ def avg_plan(inputs: PlanInputs) -> Plan:
     return per_user_plan("uldp-avg", inputs)
 
 
-SPEC = per_user_spec("uldp-avg", "ULDP-AVG, every user trains Q local epochs, its delta is clipped "
-                     "and weighted 1/|S| (Algorithm 3, Theorem 3).", avg_plan)
+SPEC = per_user_spec(
+    "uldp-avg",
+    "ULDP-AVG, every user trains Q local epochs, its delta is clipped "
+    "and weighted 1/|S| (Algorithm 3, Theorem 3).",
+    avg_plan,
+)
 WEIGHTED_SPEC = weighted_variant(SPEC)

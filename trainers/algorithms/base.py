@@ -12,10 +12,11 @@ The algorithm modules import this module inside their methods only (its dataclas
 milliseconds to build), and it imports torch and numpy inside the functions that compute:
 `uldp account` reads the algorithms' names and plans without loading any of them.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from uldp.errors import InvalidParameter
 
@@ -36,24 +37,24 @@ class TrainConfig:
 
     algo: str
     rounds: int
-    sigma: float = 5.0            # noise multiplier
-    clip: float = 1.0             # clipping bound C
-    local_epochs: int = 1         # Q
-    lr: float = 0.05              # local learning rate eta_l
-    global_lr: float = 1.0        # global learning rate eta_g
-    user_q: float = 1.0           # user-level sub-sampling probability q (Algorithm 4)
-    batch_size: int = 32          # silo-level SGD / DP-SGD batch (default, naive, group)
+    sigma: float = 5.0  # noise multiplier
+    clip: float = 1.0  # clipping bound C
+    local_epochs: int = 1  # Q
+    lr: float = 0.05  # local learning rate eta_l
+    global_lr: float = 1.0  # global learning rate eta_g
+    user_q: float = 1.0  # user-level sub-sampling probability q (Algorithm 4)
+    batch_size: int = 32  # silo-level SGD / DP-SGD batch (default, naive, group)
     local_batch_size: int | None = None  # per-user SGD batch (avg / sgd); None: all the user's records
     group_k: int | str = "median"  # uldp-group: int, "max" or "median"
     delta: float = 1e-5
-    seed: int = 0                 # data allocation, initial model (public choices)
+    seed: int = 0  # data allocation, initial model (public choices)
     # Noise, user and record sampling, flags: None draws fresh OS entropy (`secrets`) per run.
     # An integer makes them reproducible, and then anyone who knows it can remove the noise.
     noise_seed: int | None = None
-    secure: bool = False          # uldp-avg-w / uldp-sgd-w: Protocol 1 instead of plaintext weighting
+    secure: bool = False  # uldp-avg-w / uldp-sgd-w: Protocol 1 instead of plaintext weighting
     key_bits: int = 3072
-    test_keys: bool = False       # small Paillier keys, for tests only
-    batched: bool = True          # per-user training vectorised (trainers/per_user.py)
+    test_keys: bool = False  # small Paillier keys, for tests only
+    batched: bool = True  # per-user training vectorised (trainers/per_user.py)
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -74,8 +75,9 @@ class TrainConfig:
         elif self.group_k not in ("max", "median"):
             raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k!r}")
         if self.secure and self.algo not in secure_names():
-            raise InvalidParameter(f"--secure applies to {' and '.join(secure_names())} "
-                                   "(Protocol 1 weighting)")
+            raise InvalidParameter(
+                f"--secure applies to {' and '.join(secure_names())} (Protocol 1 weighting)"
+            )
 
     @property
     def local(self) -> LocalTraining:
@@ -91,7 +93,7 @@ class SiloData:
     silo: int
     x: torch.Tensor
     y: torch.Tensor
-    users: np.ndarray      # (n,) int64 owner of each record
+    users: np.ndarray  # (n,) int64 owner of each record
     n_users: int
 
     @property
@@ -108,7 +110,7 @@ class Context:
     n_users: int
     n_silos: int
     n_params: int
-    counts: np.ndarray     # (silos, users) n_{s,u}; the server sees it only through weights
+    counts: np.ndarray  # (silos, users) n_{s,u}; the server sees it only through weights
 
 
 @dataclass(frozen=True)
@@ -116,7 +118,7 @@ class RoundPlan:
     """The server's instructions for one round (Algorithm 4 lines 4-7)."""
 
     round: int
-    sampled: np.ndarray    # (users,) bool: user in U_t
+    sampled: np.ndarray  # (users,) bool: user in U_t
     weights: np.ndarray | None  # (silos, users) w_{s,u}, zero for users not sampled; None if unused
 
 
@@ -125,7 +127,7 @@ class SiloDelta:
     """A silo's message: its (clipped, weighted, noised) model delta Delta_t^s, flat."""
 
     silo: int
-    delta: torch.Tensor    # (d,)
+    delta: torch.Tensor  # (d,)
 
 
 @dataclass(frozen=True)
@@ -137,9 +139,9 @@ class SiloUserDeltas:
     """
 
     silo: int
-    users: np.ndarray      # (m,) user ids of the rows
-    deltas: torch.Tensor   # (m, d) clipped, unweighted
-    noise: torch.Tensor    # (d,)
+    users: np.ndarray  # (m,) user ids of the rows
+    deltas: torch.Tensor  # (m, d) clipped, unweighted
+    noise: torch.Tensor  # (d,)
 
 
 Message = SiloDelta | SiloUserDeltas
@@ -151,15 +153,30 @@ class Algorithm(Protocol):
 
     name: str
 
-    def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan: ...
+    def plan_round(
+        self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator
+    ) -> RoundPlan: ...
 
-    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
-                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> Message: ...
+    def silo_update(
+        self,
+        silo: SiloData,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> Message: ...
 
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[Message], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]: ...
+    def aggregate(
+        self,
+        params: dict[str, torch.Tensor],
+        messages: list[Any],  # each algorithm reads the message type its silos send
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> dict[str, torch.Tensor]: ...
 
-    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]: ...
+    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]: ...
 
     def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]: ...
 
@@ -197,14 +214,23 @@ def apply_delta(params: dict[str, torch.Tensor], step: torch.Tensor, scale: floa
     out, start = {}, 0
     for name, p in params.items():
         n = p.numel()
-        out[name] = p + scale * step[start:start + n].view_as(p)
+        out[name] = p + scale * step[start : start + n].view_as(p)
         start += n
     return out
 
 
-def sgd_epochs(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-               loss_fn: LossFn, *, epochs: int, lr: float, batch_size: int,
-               rng: np.random.Generator) -> dict[str, torch.Tensor]:
+def sgd_epochs(
+    model: nn.Module,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    loss_fn: LossFn,
+    *,
+    epochs: int,
+    lr: float,
+    batch_size: int,
+    rng: np.random.Generator,
+) -> dict[str, torch.Tensor]:
     """Plain minibatch SGD over a silo's records (Algorithm 1 lines 9-11), shuffled per epoch."""
     import torch
     from torch.func import functional_call
@@ -214,11 +240,13 @@ def sgd_epochs(model: nn.Module, params: dict[str, torch.Tensor], x: torch.Tenso
     for _ in range(epochs):
         order = rng.permutation(n)
         for start in range(0, n, batch_size):
-            idx = torch.as_tensor(order[start:start + batch_size])
+            idx = torch.as_tensor(order[start : start + batch_size])
             current = {k: v.requires_grad_(True) for k, v in local.items()}
-            loss = loss_fn(functional_call(model, current, (x[idx],)), y[idx],
-                           torch.ones(len(idx), dtype=x.dtype, device=x.device))
+            loss = loss_fn(
+                functional_call(model, current, (x[idx],)),
+                y[idx],
+                torch.ones(len(idx), dtype=x.dtype, device=x.device),
+            )
             grads = torch.autograd.grad(loss, list(current.values()))
             local = {k: (v - lr * g).detach() for (k, v), g in zip(current.items(), grads)}
     return local
-

@@ -4,6 +4,7 @@ Each silo runs Q epochs of minibatch SGD from x_t on its records; the server mov
 x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s (Algorithm 1 line 6 without clipping or noise).
 Not private: it has no plan, so `uldp account` and `uldp calibrate` do not offer it.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -18,8 +19,14 @@ if TYPE_CHECKING:
     from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
 
-def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.ndarray, ctx: Context,
-                   cfg: TrainConfig, rng: np.random.Generator) -> torch.Tensor:
+def silo_sgd_delta(
+    silo: SiloData,
+    params: dict[str, torch.Tensor],
+    keep: np.ndarray,
+    ctx: Context,
+    cfg: TrainConfig,
+    rng: np.random.Generator,
+) -> torch.Tensor:
     """Delta x_s - x_t after Q epochs of SGD on the silo's records selected by `keep`."""
     import numpy as np
     import torch
@@ -30,8 +37,17 @@ def silo_sgd_delta(silo: SiloData, params: dict[str, torch.Tensor], keep: np.nda
     if not keep.any():
         return zero_delta(params, ctx.n_params)
     idx = torch.as_tensor(np.flatnonzero(keep))
-    local = sgd_epochs(ctx.model, params, silo.x[idx], silo.y[idx], ctx.loss_fn,
-                       epochs=cfg.local_epochs, lr=cfg.lr, batch_size=cfg.batch_size, rng=rng)
+    local = sgd_epochs(
+        ctx.model,
+        params,
+        silo.x[idx],
+        silo.y[idx],
+        ctx.loss_fn,
+        epochs=cfg.local_epochs,
+        lr=cfg.lr,
+        batch_size=cfg.batch_size,
+        rng=rng,
+    )
     return flat_parameters(local) - flat_parameters(params)
 
 
@@ -40,8 +56,15 @@ class FedAvg(SiloAveraging):
 
     name = "default"
 
-    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
-                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+    def silo_update(
+        self,
+        silo: SiloData,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> SiloDelta:
         from .base import SiloDelta
 
         return SiloDelta(silo.silo, silo_sgd_delta(silo, params, plan.sampled[silo.users], ctx, cfg, rng))
@@ -51,5 +74,4 @@ def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> FedAvg:
     return FedAvg()
 
 
-SPEC = AlgorithmSpec(name="default", help="FedAVG, no privacy (the non-private baseline, §5.1).",
-                     build=build)
+SPEC = AlgorithmSpec(name="default", help="FedAVG, no privacy (the non-private baseline, §5.1).", build=build)

@@ -17,10 +17,11 @@ record-level RDP is the maximum over silos (§D.2); flags B keep at most k recor
 group privacy of k records gives user-level DP (Proposition 1). User sampling, if asked, only
 removes users' records from a round; it is not credited.
 """
+
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from uldp.errors import InvalidParameter
 
@@ -31,10 +32,10 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
-
     from uldp.accountants.algorithms import Plan
     from uldp.accountants.mechanism import Mechanism
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
 
 def group_plan(inputs: PlanInputs) -> Plan:
@@ -50,7 +51,9 @@ def group_plan(inputs: PlanInputs) -> Plan:
     if local_epochs < 1:
         raise InvalidParameter(f"local epochs must be >= 1, got {local_epochs}")
     if (batch_size is None) == (record_q is None):
-        raise InvalidParameter("uldp-group needs exactly one of --batch-size (with --silo-sizes) or --record-q")
+        raise InvalidParameter(
+            "uldp-group needs exactly one of --batch-size (with --silo-sizes) or --record-q"
+        )
     if record_q is not None:
         if not 0 < record_q <= 1:
             raise InvalidParameter(f"record-q must be in (0, 1], got {record_q}")
@@ -59,13 +62,13 @@ def group_plan(inputs: PlanInputs) -> Plan:
     else:
         if silo_sizes is None:
             raise InvalidParameter("--batch-size needs --silo-sizes (the record count of each silo)")
-        if batch_size < 1:
+        if batch_size is None or batch_size < 1:
             raise InvalidParameter(f"batch size must be >= 1, got {batch_size}")
         rates = [dp_sgd_rate(batch_size, n) for n in silo_sizes]
-        sampling = (f"Poisson, gamma_s = batch {batch_size} / silo size "
-                    f"({', '.join(f'{g:.4g}' for g in rates)})")
-    mechanisms = tuple(SubsampledGaussian(sigma, g, rounds * dp_sgd_steps(local_epochs, g))
-                       for g in rates)
+        sampling = (
+            f"Poisson, gamma_s = batch {batch_size} / silo size ({', '.join(f'{g:.4g}' for g in rates)})"
+        )
+    mechanisms = tuple(SubsampledGaussian(sigma, g, rounds * dp_sgd_steps(local_epochs, g)) for g in rates)
     unique = tuple(dict.fromkeys(mechanisms))
     mechanism: Mechanism = unique[0] if len(unique) == 1 else ParallelSilos(unique)
     steps = ", ".join(str(m.steps) for m in unique)
@@ -73,8 +76,10 @@ def group_plan(inputs: PlanInputs) -> Plan:
         "algorithm": "uldp-group (Theorem 2, group privacy of k records)",
         "noise": "DP-SGD per silo, per-record clipping C, noise N(0, sigma^2 C^2) per step",
         "record sampling": sampling,
-        "mechanism": (f"per silo {rounds} rounds x ceil({local_epochs} epochs / gamma) = {steps} "
-                      f"steps of a subsampled Gaussian with noise multiplier {sigma:g}"),
+        "mechanism": (
+            f"per silo {rounds} rounds x ceil({local_epochs} epochs / gamma) = {steps} "
+            f"steps of a subsampled Gaussian with noise multiplier {sigma:g}"
+        ),
         "silos": "disjoint records: record-level RDP is the maximum over silos (parallel composition)",
         "contribution bound": f"flags B keep at most k = {k} records per user across all silos",
         "neighbouring": "add or remove up to k records of one user",
@@ -121,47 +126,69 @@ class UldpGroup(SiloAveraging):
         self.kept = kept  # per silo: bool mask over the silo's records
 
     @classmethod
-    def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> "UldpGroup":
+    def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> UldpGroup:
         import numpy as np
 
         owners = np.concatenate([s.users for s in silos])
         n_users = silos[0].n_users if silos else 0
         k = resolve_group_k(cfg.group_k, np.bincount(owners, minlength=n_users))
-        flags = contribution_flags(owners, k, np.random.default_rng(
-            None if cfg.noise_seed is None else [cfg.noise_seed, 7, 1]))
+        flags = contribution_flags(
+            owners, k, np.random.default_rng(None if cfg.noise_seed is None else [cfg.noise_seed, 7, 1])
+        )
         bounds = np.cumsum([0] + [s.size for s in silos])
         return cls(k, [flags[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
 
     def kept_sizes(self) -> list[int]:
         return [int(m.sum()) for m in self.kept]
 
-    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]:
+    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]:
         # The kept sizes |D'_s| set each silo's sampling rate and steps; empty silos run nothing.
-        return dict(sigma=cfg.sigma, rounds=rounds, silo_sizes=[n for n in self.kept_sizes() if n > 0],
-                    batch_size=cfg.batch_size, local_epochs=cfg.local_epochs, k=self.k,
-                    user_q=cfg.user_q)
+        return dict(
+            sigma=cfg.sigma,
+            rounds=rounds,
+            silo_sizes=[n for n in self.kept_sizes() if n > 0],
+            batch_size=cfg.batch_size,
+            local_epochs=cfg.local_epochs,
+            k=self.k,
+            user_q=cfg.user_q,
+        )
 
     def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
         sizes = ",".join(str(n) for n in self.kept_sizes() if n > 0)
-        return [f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
-                f"--local-epochs {cfg.local_epochs} --k {self.k} --group-method rdp"]
+        return [
+            f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
+            f"--local-epochs {cfg.local_epochs} --k {self.k} --group-method rdp"
+        ]
 
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
         used = 1 << (self.k - 1).bit_length()
-        rounding = f", accounted as a group of {used} (Lemma 6 covers powers of two)" if used != self.k else ""
+        rounding = (
+            f", accounted as a group of {used} (Lemma 6 covers powers of two)" if used != self.k else ""
+        )
         return {
-            "group size": (f"k = {self.k} ({cfg.group_k}){rounding}; kept records per silo "
-                           f"{self.kept_sizes()} (treated as public: they set each silo's "
-                           "sampling rate and steps)"),
-            "flags": ("chosen from the data (k from max/median, and which records to keep) without "
-                      "privacy, as the paper's baseline does (§3.3); the epsilon covers the training only"),
+            "group size": (
+                f"k = {self.k} ({cfg.group_k}){rounding}; kept records per silo "
+                f"{self.kept_sizes()} (treated as public: they set each silo's "
+                "sampling rate and steps)"
+            ),
+            "flags": (
+                "chosen from the data (k from max/median, and which records to keep) without "
+                "privacy, as the paper's baseline does (§3.3); the epsilon covers the training only"
+            ),
         }
 
     def summary_fields(self) -> dict[str, object]:
         return {"group_k": self.k}
 
-    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
-                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+    def silo_update(
+        self,
+        silo: SiloData,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> SiloDelta:
         import numpy as np
 
         from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
@@ -176,14 +203,34 @@ class UldpGroup(SiloAveraging):
         gamma = dp_sgd_rate(cfg.batch_size, n_kept)
         steps = dp_sgd_steps(cfg.local_epochs, gamma)  # the schedule the accountant counts
         usable = np.flatnonzero(kept & plan.sampled[silo.users])
-        local = dp_sgd(ctx, params, silo.x, silo.y, usable, gamma=gamma, lot_size=cfg.batch_size,
-                       steps=steps, cfg=cfg, rng=rng)
+        local = dp_sgd(
+            ctx,
+            params,
+            silo.x,
+            silo.y,
+            usable,
+            gamma=gamma,
+            lot_size=cfg.batch_size,
+            steps=steps,
+            cfg=cfg,
+            rng=rng,
+        )
         return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
 
 
-def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: torch.Tensor,
-           usable: np.ndarray, *, gamma: float, lot_size: int, steps: int, cfg: TrainConfig,
-           rng: np.random.Generator) -> dict[str, torch.Tensor]:
+def dp_sgd(
+    ctx: Context,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    usable: np.ndarray,
+    *,
+    gamma: float,
+    lot_size: int,
+    steps: int,
+    cfg: TrainConfig,
+    rng: np.random.Generator,
+) -> dict[str, torch.Tensor]:
     """DP-SGD with Poisson sampling (rate gamma) and per-record clipping (Abadi et al. 2016)."""
     import torch
     from torch.func import functional_call, grad, vmap
@@ -193,16 +240,20 @@ def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: to
     model, loss_fn = ctx.model, ctx.loss_fn
 
     def record_loss(p, xr, yr):
-        return loss_fn(functional_call(model, p, (xr.unsqueeze(0),)), yr.unsqueeze(0),
-                       torch.ones(1, dtype=xr.dtype, device=xr.device))
+        return loss_fn(
+            functional_call(model, p, (xr.unsqueeze(0),)),
+            yr.unsqueeze(0),
+            torch.ones(1, dtype=xr.dtype, device=xr.device),
+        )
 
     per_record = vmap(grad(record_loss), in_dims=(None, 0, 0))
     local = {k: v.detach().clone() for k, v in params.items()}
     like = next(iter(local.values()))
     for _ in range(steps):
         chosen = usable[rng.random(len(usable)) < gamma]
-        noise = torch.as_tensor(rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params),
-                                dtype=like.dtype, device=like.device)
+        noise = torch.as_tensor(
+            rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params), dtype=like.dtype, device=like.device
+        )
         total = noise
         if len(chosen):
             idx = torch.as_tensor(chosen, device=x.device)
@@ -218,11 +269,17 @@ def dp_sgd(ctx: Context, params: dict[str, torch.Tensor], x: torch.Tensor, y: to
 def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpGroup:
     """UldpGroup with its flags drawn for these silos; refuses survival data (no per-record loss)."""
     if task == "survival":
-        raise InvalidParameter("uldp-group clips per-record gradients, and the Cox partial likelihood "
-                               "does not split into per-record losses; use another --algo for survival data")
+        raise InvalidParameter(
+            "uldp-group clips per-record gradients, and the Cox partial likelihood "
+            "does not split into per-record losses; use another --algo for survival data"
+        )
     return UldpGroup.prepare(silos, cfg)
 
 
-SPEC = AlgorithmSpec(name="uldp-group", help="ULDP-GROUP-k, DP-SGD in every silo on at most k "
-                     "records per user, group privacy (Algorithm 2, Theorem 2).",
-                     build=build, plan=group_plan)
+SPEC = AlgorithmSpec(
+    name="uldp-group",
+    help="ULDP-GROUP-k, DP-SGD in every silo on at most k "
+    "records per user, group privacy (Algorithm 2, Theorem 2).",
+    build=build,
+    plan=group_plan,
+)

@@ -10,6 +10,7 @@ user, though, the silo's clipped delta moves from one point of the C-ball to ano
 mechanism of noise multiplier sigma for the true sensitivity 2|S|C, which is the mechanism
 `naive_plan` releases (with the paper's noise the real multiplier would be sigma / 2).
 """
+
 from __future__ import annotations
 
 import math
@@ -24,9 +25,9 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
-
     from uldp.accountants.algorithms import Plan
+
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
 # A user can move one silo's clipped delta by twice the clipping bound (see module docstring).
 SENSITIVITY_FACTOR = 2.0
@@ -41,17 +42,26 @@ def naive_plan(inputs: PlanInputs) -> Plan:
     """T rounds of a Gaussian of multiplier sigma for sensitivity 2|S|C (Theorem 1, corrected)."""
     silos = silo_label(inputs)
     # Twice the paper's std: a user moves each silo's clipped delta by up to 2C (see above).
-    noise = (f"each silo adds N(0, 4 sigma^2 C^2 {silos}), twice the std of Algorithm 1 "
-             f"line 14: user-level sensitivity 2 {silos} C (a user moves each silo's "
-             "clipped delta by up to 2C; the paper counts C)")
+    noise = (
+        f"each silo adds N(0, 4 sigma^2 C^2 {silos}), twice the std of Algorithm 1 "
+        f"line 14: user-level sensitivity 2 {silos} C (a user moves each silo's "
+        "clipped delta by up to 2C; the paper counts C)"
+    )
     return gaussian_rounds("uldp-naive", "Theorem 1", noise, inputs)
 
 
 class UldpNaive(SiloAveraging):
     name = "uldp-naive"
 
-    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
-                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta:
+    def silo_update(
+        self,
+        silo: SiloData,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> SiloDelta:
         from ..per_user import clip_rows
         from .base import SiloDelta, gaussian
 
@@ -62,14 +72,22 @@ class UldpNaive(SiloAveraging):
         return SiloDelta(silo.silo, clipped[0] + noise)
 
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
-        return {"noise": (f"each silo adds N(0, (sigma * 2C * sqrt(|S|))^2) = std "
-                          f"{naive_noise_std(cfg, n_silos):.4g}: a user moves a silo's clipped delta by "
-                          "up to 2C, so the sensitivity of the sum is 2|S|C (Theorem 1 counts |S|C)")}
+        return {
+            "noise": (
+                f"each silo adds N(0, (sigma * 2C * sqrt(|S|))^2) = std "
+                f"{naive_noise_std(cfg, n_silos):.4g}: a user moves a silo's clipped delta by "
+                "up to 2C, so the sensitivity of the sum is 2|S|C (Theorem 1 counts |S|C)"
+            )
+        }
 
 
 def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpNaive:
     return UldpNaive()
 
 
-SPEC = AlgorithmSpec(name="uldp-naive", help="ULDP-NAIVE, each silo clips its whole delta "
-                     "and adds noise (Algorithm 1, Theorem 1).", build=build, plan=naive_plan)
+SPEC = AlgorithmSpec(
+    name="uldp-naive",
+    help="ULDP-NAIVE, each silo clips its whole delta and adds noise (Algorithm 1, Theorem 1).",
+    build=build,
+    plan=naive_plan,
+)

@@ -16,10 +16,12 @@ The `-w` variants (Eq. 3, w = n_{s,u} / N_u) send per-user clipped deltas and th
 their weighted sum, and the server's weighting is pluggable: plaintext by default, Protocol 1
 (`secure=True`) where the silos, not knowing who is sampled, train every user of theirs.
 """
+
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from uldp.errors import InvalidParameter
 
@@ -31,11 +33,10 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .base import Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
-
     from uldp.accountants.algorithms import Plan
 
     from ..per_user import LocalTraining
+    from .base import Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
     from .weighting import SecureWeighting
 
 
@@ -46,13 +47,16 @@ def per_user_noise_std(cfg: TrainConfig, n_silos: int) -> float:
 
 def per_user_plan(algorithm: str, inputs: PlanInputs) -> Plan:
     """T rounds of a Gaussian of multiplier sigma, whatever the local epochs (Theorem 3)."""
-    noise = (f"each silo adds N(0, sigma^2 C^2 / {silo_label(inputs)}); per-user clipping with weights "
-             "summing to 1 over silos bounds a user's contribution by C")
-    return gaussian_rounds(algorithm, "Theorem 3", noise, inputs,
-                           {"local epochs": "do not change the guarantee (Theorem 3)"})
+    noise = (
+        f"each silo adds N(0, sigma^2 C^2 / {silo_label(inputs)}); per-user clipping with weights "
+        "summing to 1 over silos bounds a user's contribution by C"
+    )
+    return gaussian_rounds(
+        algorithm, "Theorem 3", noise, inputs, {"local epochs": "do not change the guarantee (Theorem 3)"}
+    )
 
 
-def trainer_factory(name: str) -> Callable[[TrainConfig, list[SiloData], str], "PerUserClipping"]:
+def trainer_factory(name: str) -> Callable[[TrainConfig, list[SiloData], str], PerUserClipping]:
     """The `build` of the per-user-clipping algorithm `name`."""
 
     def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> PerUserClipping:
@@ -73,9 +77,14 @@ def per_user_spec(name: str, help: str, plan: Callable[[PlanInputs], Plan]) -> A
 def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
     """`<base>-w`: weights n_su / N_u (Eq. 3), plaintext or Protocol 1; accounted as `base`."""
     name = f"{base.name}-w"
-    return AlgorithmSpec(name=name, help=f"{base.name.upper()} with weights n_su / N_u (Eq. 3); "
-                         "--secure computes them by Protocol 1.", build=trainer_factory(name),
-                         plan=base.plan, accounted_as=base.name, secure=True)
+    return AlgorithmSpec(
+        name=name,
+        help=f"{base.name.upper()} with weights n_su / N_u (Eq. 3); --secure computes them by Protocol 1.",
+        build=trainer_factory(name),
+        plan=base.plan,
+        accounted_as=base.name,
+        secure=True,
+    )
 
 
 class PerUserClipping(BaseAlgorithm):
@@ -103,8 +112,15 @@ class PerUserClipping(BaseAlgorithm):
         weights = None if self.weighted else uniform_weights(ctx.n_silos, ctx.n_users) * sampled[None, :]
         return RoundPlan(round, sampled, weights)
 
-    def silo_update(self, silo: SiloData, params: dict[str, torch.Tensor], plan: RoundPlan,
-                    ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> SiloDelta | SiloUserDeltas:
+    def silo_update(
+        self,
+        silo: SiloData,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> SiloDelta | SiloUserDeltas:
         import numpy as np
         import torch
 
@@ -118,18 +134,30 @@ class PerUserClipping(BaseAlgorithm):
         like = next(iter(params.values()))
         training = self.training(cfg)
         keys = train_rng.random((training.epochs, silo.size))
-        users, deltas = user_deltas(ctx.model, params, silo.x, silo.y, silo.users, users, keys,
-                                    ctx.loss_fn, training, batched=cfg.batched)
+        users, deltas = user_deltas(
+            ctx.model,
+            params,
+            silo.x,
+            silo.y,
+            silo.users,
+            users,
+            keys,
+            ctx.loss_fn,
+            training,
+            batched=cfg.batched,
+        )
         factors, _ = clip_factors(deltas, cfg.clip)
         noise = gaussian(ctx.n_params, per_user_noise_std(cfg, ctx.n_silos), noise_rng, like)
         if self.weighted:
             return SiloUserDeltas(silo.silo, users, deltas.mul_(factors.unsqueeze(1)), noise)
         # sum_u w_su * (clip factor_u * Delta_u): the factors fold into the weights.
+        assert plan.weights is not None  # per-user clipping always plans weights
         w = torch.as_tensor(plan.weights[silo.silo, users], dtype=deltas.dtype, device=deltas.device)
         return SiloDelta(silo.silo, (w * factors) @ deltas + noise)
 
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list, plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+    def aggregate(
+        self, params: dict[str, torch.Tensor], messages: list, plan: RoundPlan, ctx: Context, cfg: TrainConfig
+    ) -> dict[str, torch.Tensor]:
         import torch
 
         from .base import apply_delta
@@ -137,8 +165,9 @@ class PerUserClipping(BaseAlgorithm):
 
         if self.weighted and cfg.secure:
             if self.secure is None:
-                self.secure = SecureWeighting(ctx.counts, ctx.n_params, key_bits=cfg.key_bits,
-                                              test_keys=cfg.test_keys)
+                self.secure = SecureWeighting(
+                    ctx.counts, ctx.n_params, key_bits=cfg.key_bits, test_keys=cfg.test_keys
+                )
             total = self.secure(messages, plan.sampled)
         elif self.weighted:
             total = plaintext_weighted_sum(messages, ctx.counts, plan.sampled)
@@ -148,11 +177,18 @@ class PerUserClipping(BaseAlgorithm):
         return apply_delta(params, total, scale)
 
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
-        out = {"noise": (f"each silo adds N(0, sigma^2 C^2 / |S|), std {per_user_noise_std(cfg, n_silos):.4g}; "
-                         "weights sum to 1 over silos for every user, so a user moves the sum by <= C")}
+        out = {
+            "noise": (
+                f"each silo adds N(0, sigma^2 C^2 / |S|), std {per_user_noise_std(cfg, n_silos):.4g}; "
+                "weights sum to 1 over silos for every user, so a user moves the sum by <= C"
+            )
+        }
         if self.weighted:
-            out["weights"] = ("w = n_su / N_u (Eq. 3) through Protocol 1 (Paillier, blinding): no party "
-                              "learns another silo's n_su" if cfg.secure else
-                              "w = n_su / N_u (Eq. 3) computed in the clear: the server sees every n_su "
-                              "(use --secure for Protocol 1); the guarantee is unchanged")
+            out["weights"] = (
+                "w = n_su / N_u (Eq. 3) through Protocol 1 (Paillier, blinding): no party "
+                "learns another silo's n_su"
+                if cfg.secure
+                else "w = n_su / N_u (Eq. 3) computed in the clear: the server sees every n_su "
+                "(use --secure for Protocol 1); the guarantee is unchanged"
+            )
         return out

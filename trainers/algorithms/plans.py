@@ -8,6 +8,7 @@ Poisson-subsampled Gaussian (Lemma 4); we apply the same server-side sampling to
 and ULDP-SGD, the argument being the same. Only the noise each silo adds differs, and that is
 the algorithm's own text.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -23,8 +24,9 @@ def silo_label(inputs: PlanInputs) -> str:
     return str(inputs.silos) if inputs.silos else "|S|"
 
 
-def gaussian_rounds(algorithm: str, theorem: str, noise: str, inputs: PlanInputs,
-                    extra: dict[str, str] | None = None) -> Plan:
+def gaussian_rounds(
+    algorithm: str, theorem: str, noise: str, inputs: PlanInputs, extra: dict[str, str] | None = None
+) -> Plan:
     """`inputs.rounds` rounds of a Gaussian of multiplier sigma, users sampled with `user_q`.
 
     `noise` says what each silo adds; `extra` are further assumptions of the algorithm's own.
@@ -38,11 +40,13 @@ def gaussian_rounds(algorithm: str, theorem: str, noise: str, inputs: PlanInputs
         "algorithm": f"{algorithm} ({theorem})",
         "noise": noise,
         "mechanism": f"{inputs.rounds} rounds of a Gaussian with noise multiplier {inputs.sigma:g}",
-        "user sampling": (f"Poisson, q = {q:g} per round (Algorithm 4); the amplification holds "
-                          "for observers who do not learn the sample (the released models), not "
-                          "for the server that draws it (`uldp account` prints its view too)"
-                          if q < 1
-                          else "none (every user every round)"),
+        "user sampling": (
+            f"Poisson, q = {q:g} per round (Algorithm 4); the amplification holds "
+            "for observers who do not learn the sample (the released models), not "
+            "for the server that draws it (`uldp account` prints its view too)"
+            if q < 1
+            else "none (every user every round)"
+        ),
         "neighbouring": "add or remove all records of one user, in every silo",
         **(extra or {}),
     }

@@ -6,10 +6,12 @@ silo-side update and server-side aggregation, see `base`). `register` adds one, 
 finds one by name. This module, like the algorithm modules' top levels, imports no torch: the
 accounting commands read the registry too, and must start without it.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from uldp.errors import InvalidParameter
 
@@ -23,15 +25,15 @@ if TYPE_CHECKING:
 class PlanInputs:
     """The hyper-parameters a plan may read, validated once by `plan_algorithm`."""
 
-    sigma: float                  # noise multiplier
-    rounds: int                   # T
-    user_q: float = 1.0           # user-level Poisson sampling rate (Algorithm 4)
-    silos: int | None = None      # |S|, when known (from --silos or the silo sizes)
+    sigma: float  # noise multiplier
+    rounds: int  # T
+    user_q: float = 1.0  # user-level Poisson sampling rate (Algorithm 4)
+    silos: int | None = None  # |S|, when known (from --silos or the silo sizes)
     silo_sizes: tuple[int, ...] | None = None  # records per silo (ULDP-GROUP-k's sampling rates)
     batch_size: int | None = None
     record_q: float | None = None
-    local_epochs: int = 1         # Q
-    k: int | None = None          # records kept per user (ULDP-GROUP-k)
+    local_epochs: int = 1  # Q
+    k: int | None = None  # records kept per user (ULDP-GROUP-k)
 
 
 PlanFunction = Callable[[PlanInputs], "Plan"]
@@ -60,8 +62,9 @@ class AlgorithmSpec:
         if self.plan is not None and self.accounted_as is None:
             object.__setattr__(self, "accounted_as", self.name)
         if self.plan is None and self.accounted_as is not None:
-            raise InvalidParameter(f"{self.name}: accounted_as needs a plan (a non-private algorithm "
-                                   "releases no mechanism)")
+            raise InvalidParameter(
+                f"{self.name}: accounted_as needs a plan (a non-private algorithm releases no mechanism)"
+            )
 
     @property
     def private(self) -> bool:
@@ -90,8 +93,7 @@ def get_algorithm(name: str) -> AlgorithmSpec:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise InvalidParameter(f"algo must be one of {', '.join(algorithm_names())}, "
-                               f"got {name!r}") from None
+        raise InvalidParameter(f"algo must be one of {', '.join(algorithm_names())}, got {name!r}") from None
 
 
 def algorithm_names() -> tuple[str, ...]:
@@ -130,15 +132,24 @@ def plan_algorithm(
     if spec is None or not spec.private:
         choices = ", ".join(accounted_names())
         if spec is not None:
-            raise InvalidParameter(f"{algorithm} is not private, there is nothing to account; "
-                                   f"algorithm must be one of {choices}")
+            raise InvalidParameter(
+                f"{algorithm} is not private, there is nothing to account; algorithm must be one of {choices}"
+            )
         raise InvalidParameter(f"algorithm must be one of {choices}, got {algorithm!r}")
     if rounds < 0:
         raise InvalidParameter(f"rounds must be >= 0, got {rounds}")
     n_silos = _silo_count(silos, silo_sizes)
-    inputs = PlanInputs(sigma=sigma, rounds=rounds, user_q=user_q, silos=n_silos,
-                        silo_sizes=None if silo_sizes is None else tuple(silo_sizes),
-                        batch_size=batch_size, record_q=record_q, local_epochs=local_epochs, k=k)
+    inputs = PlanInputs(
+        sigma=sigma,
+        rounds=rounds,
+        user_q=user_q,
+        silos=n_silos,
+        silo_sizes=None if silo_sizes is None else tuple(silo_sizes),
+        batch_size=batch_size,
+        record_q=record_q,
+        local_epochs=local_epochs,
+        k=k,
+    )
     assert spec.plan is not None
     return spec.plan(inputs)
 

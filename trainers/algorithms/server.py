@@ -4,9 +4,10 @@ Kept apart from `base` (the settings and messages, all dataclasses) so that the 
 modules can subclass these at import time while `uldp account`, which only reads their specs,
 never builds those dataclasses; `base`, torch and numpy are imported inside the methods.
 """
+
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np
@@ -24,9 +25,10 @@ class BaseAlgorithm:
     (the noise std, the weights), `summary_fields` to the run's summary.
     """
 
-    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, object]:
-        return dict(sigma=cfg.sigma, rounds=rounds, user_q=cfg.user_q, silos=n_silos,
-                    local_epochs=cfg.local_epochs)
+    def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]:
+        return dict(
+            sigma=cfg.sigma, rounds=rounds, user_q=cfg.user_q, silos=n_silos, local_epochs=cfg.local_epochs
+        )
 
     def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
         flags = [f"--silos {n_silos}"]
@@ -51,8 +53,14 @@ class SiloAveraging(BaseAlgorithm):
 
         return RoundPlan(round, sample_users(ctx.n_users, cfg.user_q, rng), None)
 
-    def aggregate(self, params: dict[str, torch.Tensor], messages: list[SiloDelta], plan: RoundPlan,
-                  ctx: Context, cfg: TrainConfig) -> dict[str, torch.Tensor]:
+    def aggregate(
+        self,
+        params: dict[str, torch.Tensor],
+        messages: list[SiloDelta],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> dict[str, torch.Tensor]:
         import torch
 
         from .base import apply_delta

@@ -5,6 +5,7 @@ n_{s,u} / N_u (ULDP-SGD-w, Eq. 3; `--secure` for Protocol 1); the server's eta_g
 size. The mechanism is ULDP-AVG's (Theorem 3), so `-w` is accounted as `uldp-sgd`. The silo
 update and the aggregation are `per_user_clipping.PerUserClipping`.
 """
+
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -20,6 +21,9 @@ def sgd_plan(inputs: PlanInputs) -> Plan:
     return per_user_plan("uldp-sgd", inputs)
 
 
-SPEC = per_user_spec("uldp-sgd", "ULDP-SGD, every user's gradient is clipped and weighted 1/|S| "
-                     "(Algorithm 3, Theorem 3).", sgd_plan)
+SPEC = per_user_spec(
+    "uldp-sgd",
+    "ULDP-SGD, every user's gradient is clipped and weighted 1/|S| (Algorithm 3, Theorem 3).",
+    sgd_plan,
+)
 WEIGHTED_SPEC = weighted_variant(SPEC)

@@ -9,11 +9,13 @@ clipped deltas add up to norm at most C; Algorithm 4 sets the weights of users n
 + sum_s z_s in the clear (it then knows every n_{s,u}); `SecureWeighting` hands the same inputs
 to Protocol 1 (`crypto.WeightingSession`), which returns the same sum while hiding the histogram.
 """
+
 from __future__ import annotations
 
-from uldp.errors import InvalidParameter
 import numpy as np
 import torch
+
+from uldp.errors import InvalidParameter
 
 from .base import SiloUserDeltas
 
@@ -29,8 +31,9 @@ def record_count_weights(counts: np.ndarray) -> np.ndarray:
     return np.divide(counts, totals, out=np.zeros(counts.shape, dtype=float), where=totals > 0)
 
 
-def plaintext_weighted_sum(messages: list[SiloUserDeltas], counts: np.ndarray,
-                           sampled: np.ndarray) -> torch.Tensor:
+def plaintext_weighted_sum(
+    messages: list[SiloUserDeltas], counts: np.ndarray, sampled: np.ndarray
+) -> torch.Tensor:
     """sum_s sum_u sampled_u n_{s,u}/N_u Delta~_{s,u} + sum_s z_s, computed by the server in clear."""
     weights = record_count_weights(counts) * sampled[None, :]
     total = None
@@ -38,6 +41,7 @@ def plaintext_weighted_sum(messages: list[SiloUserDeltas], counts: np.ndarray,
         w = torch.as_tensor(weights[m.silo, m.users], dtype=m.deltas.dtype, device=m.deltas.device)
         part = w @ m.deltas + m.noise
         total = part if total is None else total + part
+    assert total is not None  # every round has at least one silo's message
     return total
 
 
@@ -48,8 +52,10 @@ def secure_protocol():
 
         return crypto.WeightingSession
     except (ImportError, AttributeError) as err:
-        raise InvalidParameter("--secure needs the crypto package's Protocol 1 (crypto.WeightingSession), "
-                         f"which is not available ({err})") from None
+        raise InvalidParameter(
+            "--secure needs the crypto package's Protocol 1 (crypto.WeightingSession), "
+            f"which is not available ({err})"
+        ) from None
 
 
 class SecureWeighting:

@@ -4,6 +4,7 @@
 `load_table(path, user_column=..., label_column=...)` federates a CSV or Parquet file.
 Both return a `FederatedData`.
 """
+
 from .builtin import DATASETS, load_dataset
 from .federated import FederatedData
 from .tabular import load_table

@@ -15,10 +15,12 @@ Two settings, as in the paper:
 
 All functions take a `numpy.random.Generator`, so one seed reproduces an allocation.
 """
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 import numpy as np
+
+from uldp.errors import DataError
 
 ALLOCATIONS = ("uniform", "zipf")
 ALPHA_RECORDS = 0.5
@@ -76,8 +78,9 @@ def deal(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return rng.permutation(owners)
 
 
-def record_counts(method: str, n_records: int, n_users: int, alpha: float,
-                  rng: np.random.Generator) -> np.ndarray:
+def record_counts(
+    method: str, n_records: int, n_users: int, alpha: float, rng: np.random.Generator
+) -> np.ndarray:
     """Records per user for allocation `method` ('uniform' or 'zipf')."""
     if method == "uniform":
         return uniform_counts(n_records, n_users, rng)
@@ -86,8 +89,9 @@ def record_counts(method: str, n_records: int, n_users: int, alpha: float,
     raise DataError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {method!r}")
 
 
-def users_by_labels(labels: np.ndarray, counts: np.ndarray, labels_per_user: int,
-                    rng: np.random.Generator) -> np.ndarray:
+def users_by_labels(
+    labels: np.ndarray, counts: np.ndarray, labels_per_user: int, rng: np.random.Generator
+) -> np.ndarray:
     """User of each record when every user holds at most `labels_per_user` labels (non-i.i.d.).
 
     Each user draws its labels at random; the first users (in a random order) take the labels
@@ -101,7 +105,8 @@ def users_by_labels(labels: np.ndarray, counts: np.ndarray, labels_per_user: int
     if n_users * per_user < n_classes:
         raise DataError(
             f"--labels-per-user {labels_per_user} with {n_users} users leaves some of the "
-            f"{n_classes} labels without a user; need users x labels-per-user >= {n_classes}")
+            f"{n_classes} labels without a user; need users x labels-per-user >= {n_classes}"
+        )
     holds = np.zeros((n_users, n_classes), dtype=bool)
     covering = rng.permutation(n_users)
     for position, label in enumerate(rng.permutation(n_classes)):
@@ -125,16 +130,18 @@ def uniform_silos(n_records: int, n_silos: int, rng: np.random.Generator) -> np.
     return deal(uniform_counts(n_records, n_silos, rng), rng)
 
 
-def zipf_silos(users: np.ndarray, n_users: int, n_silos: int, alpha: float,
-               rng: np.random.Generator) -> np.ndarray:
+def zipf_silos(
+    users: np.ndarray, n_users: int, n_silos: int, alpha: float, rng: np.random.Generator
+) -> np.ndarray:
     """Silo of each record: each user ranks the silos at random; rank r weighs r^-alpha (§5.1)."""
     ranks = rng.choice(n_silos, size=len(users), p=zipf_weights(n_silos, alpha))
     priorities = np.argsort(rng.random((n_users, n_silos)), axis=1)
     return priorities[users, ranks].astype(np.int64)
 
 
-def users_in_fixed_silos(silos: np.ndarray, counts: np.ndarray, n_silos: int, main_share: float,
-                         rng: np.random.Generator) -> np.ndarray:
+def users_in_fixed_silos(
+    silos: np.ndarray, counts: np.ndarray, n_silos: int, main_share: float, rng: np.random.Generator
+) -> np.ndarray:
     """User of each record when silos are fixed: `main_share` of a user's records in one silo.
 
     A silo only holds the records it has, so users are placed heaviest first: the main silo is
@@ -170,9 +177,16 @@ def users_in_fixed_silos(silos: np.ndarray, counts: np.ndarray, n_silos: int, ma
     return users
 
 
-def allocate_free(n_records: int, *, n_users: int, n_silos: int, method: str,
-                  rng: np.random.Generator, labels: np.ndarray | None = None,
-                  labels_per_user: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+def allocate_free(
+    n_records: int,
+    *,
+    n_users: int,
+    n_silos: int,
+    method: str,
+    rng: np.random.Generator,
+    labels: np.ndarray | None = None,
+    labels_per_user: int | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """(user, silo) of every record when both are drawn (MNIST and Creditcard in §5.1)."""
     counts = record_counts(method, n_records, n_users, ALPHA_RECORDS, rng)
     if labels_per_user is None:
@@ -188,8 +202,9 @@ def allocate_free(n_records: int, *, n_users: int, n_silos: int, method: str,
     return users, silos
 
 
-def allocate_fixed(silos: np.ndarray, *, n_users: int, n_silos: int, method: str,
-                   rng: np.random.Generator) -> np.ndarray:
+def allocate_fixed(
+    silos: np.ndarray, *, n_users: int, n_silos: int, method: str, rng: np.random.Generator
+) -> np.ndarray:
     """User of every record of silos given by the data (HeartDisease and TcgaBrca in §5.1)."""
     counts = record_counts(method, len(silos), n_users, ALPHA_RECORDS, rng)
     if method == "uniform":

@@ -1,8 +1,10 @@
 """The built-in data sets by name, and `load_dataset`, which federates one of them."""
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 import numpy as np
+
+from uldp.errors import DataError
 
 from . import creditcard, gbsg2, heart_disease, mnist
 from .allocation import ALLOCATIONS, describe
@@ -22,8 +24,7 @@ def check_count(value: object, option: str, minimum: int = 1) -> int:
 
 def check_fraction(value: object, option: str = "--test-fraction") -> float:
     """`value` as a float strictly between 0 and 1, or a ValueError naming `option`."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
-            or not 0.0 < value < 1.0:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0.0 < value < 1.0:
         raise DataError(f"{option} must be a number in (0, 1), got {value!r}")
     return float(value)
 
@@ -31,8 +32,10 @@ def check_fraction(value: object, option: str = "--test-fraction") -> float:
 def records_of(name: str, path: str | None = None) -> Records:
     """The records of built-in data set `name` (creditcard: the file at `path`, else synthetic)."""
     if name not in DATASETS:
-        raise DataError(f"--dataset must be one of {', '.join(DATASETS)}, got {name!r} "
-                         "(for your own CSV or Parquet file use load_table)")
+        raise DataError(
+            f"--dataset must be one of {', '.join(DATASETS)}, got {name!r} "
+            "(for your own CSV or Parquet file use load_table)"
+        )
     if path is not None and name != "creditcard":
         raise DataError(f"--path is only read by --dataset creditcard, not {name}")
     if name == "mnist":
@@ -44,9 +47,17 @@ def records_of(name: str, path: str | None = None) -> Records:
     return creditcard.read(path) if path is not None else creditcard.synthetic()
 
 
-def load_dataset(name: str, *, users: int, silos: int | None = None, allocation: str = "uniform",
-                 seed: int = 0, labels_per_user: int | None = None, path: str | None = None,
-                 test_fraction: float = 0.2) -> FederatedData:
+def load_dataset(
+    name: str,
+    *,
+    users: int,
+    silos: int | None = None,
+    allocation: str = "uniform",
+    seed: int = 0,
+    labels_per_user: int | None = None,
+    path: str | None = None,
+    test_fraction: float = 0.2,
+) -> FederatedData:
     """Built-in data set `name` with its records allocated to `users` users and `silos` silos.
 
     `allocation` is 'uniform' or 'zipf' (ULDP-FL §5.1; see trainers/data/allocation.py);
@@ -64,18 +75,26 @@ def load_dataset(name: str, *, users: int, silos: int | None = None, allocation:
     records = records_of(name, path)
     fixed = records.silos is not None
     if fixed and silos is not None and silos != records.default_silos:
-        raise DataError(f"--silos: {name} has {records.default_silos} fixed silos "
-                         f"({', '.join(records.silo_names)}), got {silos}")
+        raise DataError(
+            f"--silos: {name} has {records.default_silos} fixed silos "
+            f"({', '.join(records.silo_names)}), got {silos}"
+        )
     n_silos = records.default_silos if silos is None else silos
     if labels_per_user is not None:
         _check_labels_per_user(labels_per_user, records, name)
-    description = describe(method, fixed_silos=fixed, labels_per_user=labels_per_user,
-                           seed=seed)
+    description = describe(method, fixed_silos=fixed, labels_per_user=labels_per_user, seed=seed)
     if fixed:
         description["silo_names"] = list(records.silo_names)
-    return federate(records, n_users=users, n_silos=n_silos, method=method, seed=seed,
-                    labels_per_user=labels_per_user, test_fraction=test_fraction,
-                    description=description)
+    return federate(
+        records,
+        n_users=users,
+        n_silos=n_silos,
+        method=method,
+        seed=seed,
+        labels_per_user=labels_per_user,
+        test_fraction=test_fraction,
+        description=description,
+    )
 
 
 def _check_labels_per_user(labels_per_user: int, records: Records, name: str) -> None:
@@ -83,6 +102,4 @@ def _check_labels_per_user(labels_per_user: int, records: Records, name: str) ->
     if records.task == "survival":
         raise DataError(f"--labels-per-user needs class labels; {name} is a survival task")
     if records.silos is not None:
-        raise DataError(f"--labels-per-user is not available for {name}, whose silos are "
-                         "fixed by the data")
-
+        raise DataError(f"--labels-per-user is not available for {name}, whose silos are fixed by the data")

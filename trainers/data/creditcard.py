@@ -6,12 +6,14 @@ a copy the user downloaded. As the paper does (§5.1, about 25K training records
 fraud and 10% of the legitimate transactions. Without a file we generate a stand-in with the
 same 30 columns and a fraud rate of 0.4%, and every output says it is SYNTHETIC.
 """
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 from pathlib import Path
 
 import numpy as np
+
+from uldp.errors import DataError
 
 from .records import Records
 
@@ -32,8 +34,7 @@ def read(path: str | Path) -> Records:
     try:
         import pandas as pd
     except ModuleNotFoundError:
-        raise DataError("--path: reading creditcard.csv needs pandas: pip install 'uldp[data]'"
-                         ) from None
+        raise DataError("--path: reading creditcard.csv needs pandas: pip install 'uldp[data]'") from None
     try:
         frame = pd.read_csv(path)
     except (ValueError, UnicodeDecodeError) as error:
@@ -50,13 +51,22 @@ def read(path: str | Path) -> Records:
     fraud = frame[LABEL].to_numpy().astype(np.int64)
     rng = np.random.default_rng(UNDERSAMPLING_SEED)
     legitimate = np.flatnonzero(fraud == 0)
-    kept_legitimate = rng.choice(legitimate, size=int(len(legitimate) * LEGITIMATE_KEPT),
-                                 replace=False)
+    kept_legitimate = rng.choice(legitimate, size=int(len(legitimate) * LEGITIMATE_KEPT), replace=False)
     kept = np.sort(np.concatenate([np.flatnonzero(fraud == 1), kept_legitimate]))
-    source = (f"Kaggle creditcard.csv at {path}: all {int(fraud.sum())} frauds and "
-              f"{len(kept_legitimate)} of {len(legitimate)} legitimate transactions (10%, as §5.1)")
-    return Records(name="creditcard", task="binary", source=source, synthetic=False,
-                   x=features[kept], y=fraud[kept], n_classes=2, default_silos=5)
+    source = (
+        f"Kaggle creditcard.csv at {path}: all {int(fraud.sum())} frauds and "
+        f"{len(kept_legitimate)} of {len(legitimate)} legitimate transactions (10%, as §5.1)"
+    )
+    return Records(
+        name="creditcard",
+        task="binary",
+        source=source,
+        synthetic=False,
+        x=features[kept],
+        y=fraud[kept],
+        n_classes=2,
+        default_silos=5,
+    )
 
 
 def synthetic() -> Records:
@@ -79,7 +89,17 @@ def synthetic() -> Records:
     time = np.sort(rng.uniform(0.0, 172_800.0, size=n))
     amount = np.exp(rng.normal(3.0, 1.3, size=n) + 0.6 * fraud)
     features = np.column_stack([time, components, amount]).astype(np.float32)
-    source = ("SYNTHETIC stand-in for Kaggle creditcard.csv (no --path given): 40,000 records, "
-              "30 features, 0.4% positives")
-    return Records(name="creditcard", task="binary", source=source, synthetic=True,
-                   x=features, y=fraud, n_classes=2, default_silos=5)
+    source = (
+        "SYNTHETIC stand-in for Kaggle creditcard.csv (no --path given): 40,000 records, "
+        "30 features, 0.4% positives"
+    )
+    return Records(
+        name="creditcard",
+        task="binary",
+        source=source,
+        synthetic=True,
+        x=features,
+        y=fraud,
+        n_classes=2,
+        default_silos=5,
+    )

@@ -1,4 +1,5 @@
 """A data set split into users and silos, ready for cross-silo training (ULDP-FL §5.1)."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass

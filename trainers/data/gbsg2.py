@@ -4,9 +4,9 @@
 the recurrence was observed (cens = 1) or the time censored. It stands in for FLamby's
 TcgaBrca (a Cox model scored by the C-index; ULDP-FL §5.1), which needs a download.
 """
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 import csv
 import importlib.util
 from functools import lru_cache
@@ -14,12 +14,15 @@ from pathlib import Path
 
 import numpy as np
 
+from uldp.errors import DataError
+
 from .records import Records, frozen
 
-FEATURES = ("horTh", "age", "menostat", "tsize", "pnodes", "progrec", "estrec",
-            "tgrade_II", "tgrade_III")
-SOURCE = ("lifelines' GBSG2 (German Breast Cancer Study Group 2, Schumacher et al. 1994; "
-          "686 patients, 9 features, recurrence-free survival)")
+FEATURES = ("horTh", "age", "menostat", "tsize", "pnodes", "progrec", "estrec", "tgrade_II", "tgrade_III")
+SOURCE = (
+    "lifelines' GBSG2 (German Breast Cancer Study Group 2, Schumacher et al. 1994; "
+    "686 patients, 9 features, recurrence-free survival)"
+)
 TCGA_BRCA_SILOS = 6
 
 
@@ -39,18 +42,37 @@ def table() -> tuple[np.ndarray, np.ndarray]:
     """(features, (time, event)) of all 686 patients, as `lifelines.datasets.load_gbsg2()`."""
     with shipped_file().open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    features = np.array([[float(row["horTh"] == "yes"), float(row["age"]),
-                          float(row["menostat"] == "Post"), float(row["tsize"]),
-                          float(row["pnodes"]), float(row["progrec"]), float(row["estrec"]),
-                          float(row["tgrade"] == "II"), float(row["tgrade"] == "III")]
-                         for row in rows], dtype=np.float32)
-    outcome = np.array([[float(row["time"]), float(row["cens"])] for row in rows],
-                       dtype=np.float32)
+    features = np.array(
+        [
+            [
+                float(row["horTh"] == "yes"),
+                float(row["age"]),
+                float(row["menostat"] == "Post"),
+                float(row["tsize"]),
+                float(row["pnodes"]),
+                float(row["progrec"]),
+                float(row["estrec"]),
+                float(row["tgrade"] == "II"),
+                float(row["tgrade"] == "III"),
+            ]
+            for row in rows
+        ],
+        dtype=np.float32,
+    )
+    outcome = np.array([[float(row["time"]), float(row["cens"])] for row in rows], dtype=np.float32)
     return frozen(features, outcome)
 
 
 def load() -> Records:
     """Records without natural silos; 6 silos by default, as TcgaBrca's 6 regions."""
     features, outcome = table()
-    return Records(name="gbsg2", task="survival", source=SOURCE, synthetic=False,
-                   x=features, y=outcome, n_classes=1, default_silos=TCGA_BRCA_SILOS)
+    return Records(
+        name="gbsg2",
+        task="survival",
+        source=SOURCE,
+        synthetic=False,
+        x=features,
+        y=outcome,
+        n_classes=1,
+        default_silos=TCGA_BRCA_SILOS,
+    )

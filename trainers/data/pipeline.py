@@ -1,16 +1,19 @@
 """From loaded records to a FederatedData: allocation, per-silo train/test split, scaling."""
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 import numpy as np
+
+from uldp.errors import DataError
 
 from . import allocation
 from .federated import METRICS, FederatedData
 from .records import Records
 
 
-def split_per_silo(silos: np.ndarray, strata: np.ndarray, test_fraction: float,
-                   rng: np.random.Generator) -> np.ndarray:
+def split_per_silo(
+    silos: np.ndarray, strata: np.ndarray, test_fraction: float, rng: np.random.Generator
+) -> np.ndarray:
     """Test mask: in each silo, round(test_fraction * n) of the n records of a class go to test.
 
     Splitting inside each silo gives every silo a local test set with its own label mix (events for
@@ -32,13 +35,20 @@ def standardize(x_train: np.ndarray, x_test: np.ndarray) -> tuple[np.ndarray, np
     mean = x_train.mean(axis=0, dtype=np.float64)
     scale = x_train.std(axis=0, dtype=np.float64)
     scale[scale == 0] = 1.0
-    return (((x_train - mean) / scale).astype(np.float32),
-            ((x_test - mean) / scale).astype(np.float32))
+    return (((x_train - mean) / scale).astype(np.float32), ((x_test - mean) / scale).astype(np.float32))
 
 
-def federate(records: Records, *, n_users: int, n_silos: int, method: str, seed: int,
-             labels_per_user: int | None, test_fraction: float, description: dict
-             ) -> FederatedData:
+def federate(
+    records: Records,
+    *,
+    n_users: int,
+    n_silos: int,
+    method: str,
+    seed: int,
+    labels_per_user: int | None,
+    test_fraction: float,
+    description: dict,
+) -> FederatedData:
     """Link every record to a user and a silo, split each silo into train and test, scale.
 
     Fixed silos (the data names them) are split first, and users are drawn on the training
@@ -54,8 +64,9 @@ def federate(records: Records, *, n_users: int, n_silos: int, method: str, seed:
         if records.users is not None:
             user_train = records.users[train]
         else:
-            user_train = allocation.allocate_fixed(silos[train], n_users=n_users,
-                                                   n_silos=n_silos, method=method, rng=rng)
+            user_train = allocation.allocate_fixed(
+                silos[train], n_users=n_users, n_silos=n_silos, method=method, rng=rng
+            )
     else:
         if records.users is not None:
             users = records.users
@@ -63,8 +74,14 @@ def federate(records: Records, *, n_users: int, n_silos: int, method: str, seed:
         else:
             labels = None if records.task == "survival" else records.y
             users, silos = allocation.allocate_free(
-                len(records.y), n_users=n_users, n_silos=n_silos, method=method, rng=rng,
-                labels=labels, labels_per_user=labels_per_user)
+                len(records.y),
+                n_users=n_users,
+                n_silos=n_silos,
+                method=method,
+                rng=rng,
+                labels=labels,
+                labels_per_user=labels_per_user,
+            )
         test = split_per_silo(silos, strata, test_fraction, rng)
         train = ~test
         user_train = users[train]

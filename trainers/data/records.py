@@ -1,7 +1,9 @@
 """A data set as loaded, before it is split into users, silos, train and test."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -34,8 +36,11 @@ class Records:
         return self.y[:, 1].astype(np.int64) if self.task == "survival" else self.y
 
 
-def frozen(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
-    """The arrays, made read-only: the loaders cache them, and every caller shares one copy."""
+def frozen(*arrays: np.ndarray) -> Any:
+    """The arrays, made read-only: the loaders cache them, and every caller shares one copy.
+
+    Typed Any so that a loader's fixed-length tuple annotation says how many arrays it returns.
+    """
     for array in arrays:
         array.flags.writeable = False
     return arrays

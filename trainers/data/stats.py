@@ -1,4 +1,5 @@
 """Statistics of an allocation: how records spread over users and silos (for docs and checks)."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,10 +1,12 @@
 """`load_table`: a user's own CSV or Parquet file, with columns naming user, label and silo."""
+
 from __future__ import annotations
 
-from uldp.errors import DataError
 from pathlib import Path
 
 import numpy as np
+
+from uldp.errors import DataError
 
 from .builtin import check_count, check_fraction
 from .federated import TASKS, FederatedData
@@ -31,19 +33,24 @@ def read_frame(path: str | Path):
         try:
             return pd.read_parquet(path)
         except ImportError:
-            raise DataError(f"--path: reading Parquet ({path.name}) needs pyarrow: "
-                             "pip install pyarrow") from None
+            raise DataError(
+                f"--path: reading Parquet ({path.name}) needs pyarrow: pip install pyarrow"
+            ) from None
         except (OSError, ValueError) as error:
-            raise DataError(f"--path: {path} is not a readable Parquet file "
-                             f"({' '.join(str(error).split())})") from None
+            raise DataError(
+                f"--path: {path} is not a readable Parquet file ({' '.join(str(error).split())})"
+            ) from None
     if name.endswith(CSV_SUFFIXES):
         try:
             return pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",")
         except (ValueError, UnicodeDecodeError) as error:
-            raise DataError(f"--path: {path} is not a readable CSV file "
-                             f"({' '.join(str(error).split())})") from None
-    raise DataError(f"--path: {path.name} is neither CSV ({', '.join(CSV_SUFFIXES)}) "
-                     f"nor Parquet ({', '.join(PARQUET_SUFFIXES)})")
+            raise DataError(
+                f"--path: {path} is not a readable CSV file ({' '.join(str(error).split())})"
+            ) from None
+    raise DataError(
+        f"--path: {path.name} is neither CSV ({', '.join(CSV_SUFFIXES)}) "
+        f"nor Parquet ({', '.join(PARQUET_SUFFIXES)})"
+    )
 
 
 def _column(frame, column: str, option: str):
@@ -52,8 +59,10 @@ def _column(frame, column: str, option: str):
         raise DataError(f"{option}: no column {column!r} in the table (its columns: {shown})")
     values = frame[column]
     if values.isna().any():
-        raise DataError(f"{option}: column {column!r} has {int(values.isna().sum())} "
-                         "missing values; fill or drop those rows first")
+        raise DataError(
+            f"{option}: column {column!r} has {int(values.isna().sum())} "
+            "missing values; fill or drop those rows first"
+        )
     return values
 
 
@@ -63,22 +72,21 @@ def _codes(values) -> tuple[np.ndarray, tuple[str, ...]]:
     return codes.astype(np.int64), tuple(str(level) for level in levels)
 
 
-def _labels(frame, label_column: str, task: str
-            ) -> tuple[np.ndarray, int, list[str], tuple[str, ...]]:
+def _labels(frame, label_column: str, task: str) -> tuple[np.ndarray, int, list[str], tuple[str, ...]]:
     """(y, n_classes, columns used, class names) for `task`; survival reads 'TIME,EVENT'."""
     if task == "survival":
         names = [name.strip() for name in label_column.split(",")]
         if len(names) != 2:
-            raise DataError("--label-column for a survival task names two columns, "
-                             f"'TIME,EVENT', got {label_column!r}")
+            raise DataError(
+                f"--label-column for a survival task names two columns, 'TIME,EVENT', got {label_column!r}"
+            )
         time = _column(frame, names[0], "--label-column")
         event = _column(frame, names[1], "--label-column")
         try:
             time = time.to_numpy(dtype=np.float64)
             event = event.to_numpy(dtype=np.float64)
         except (TypeError, ValueError):
-            raise DataError(f"--label-column: {names[0]!r} and {names[1]!r} must be numbers"
-                             ) from None
+            raise DataError(f"--label-column: {names[0]!r} and {names[1]!r} must be numbers") from None
         if not set(np.unique(event).tolist()) <= {0.0, 1.0}:
             raise DataError(f"--label-column: event column {names[1]!r} must hold 0 and 1")
         if (time < 0).any():
@@ -86,8 +94,10 @@ def _labels(frame, label_column: str, task: str
         return np.column_stack([time, event]).astype(np.float32), 1, names, ()
     codes, levels = _codes(_column(frame, label_column, "--label-column"))
     if task == "binary" and len(levels) != 2:
-        raise DataError(f"--label-column: a binary task needs exactly 2 distinct labels in "
-                         f"{label_column!r}, found {len(levels)}")
+        raise DataError(
+            f"--label-column: a binary task needs exactly 2 distinct labels in "
+            f"{label_column!r}, found {len(levels)}"
+        )
     if len(levels) < 2:
         raise DataError(f"--label-column: {label_column!r} holds a single label")
     return codes, len(levels), [label_column], levels
@@ -101,23 +111,36 @@ def _features(frame) -> tuple[np.ndarray, list[str]]:
         raise DataError("--path: the table has no feature column besides user, label and silo")
     missing = [str(column) for column in frame.columns if frame[column].isna().any()]
     if missing:
-        raise DataError(f"--path: feature columns with missing values: {', '.join(missing)}; "
-                         "fill or drop them first")
-    text = [column for column in frame.columns
-            if not (pd.api.types.is_numeric_dtype(frame[column])
-                    or pd.api.types.is_bool_dtype(frame[column]))]
+        raise DataError(
+            f"--path: feature columns with missing values: {', '.join(missing)}; fill or drop them first"
+        )
+    text = [
+        column
+        for column in frame.columns
+        if not (pd.api.types.is_numeric_dtype(frame[column]) or pd.api.types.is_bool_dtype(frame[column]))
+    ]
     for column in text:
         levels = frame[column].nunique()
         if levels > MAX_TEXT_LEVELS:
-            raise DataError(f"--path: text column {column!r} has {levels} distinct values; "
-                             "drop it or encode it as numbers")
+            raise DataError(
+                f"--path: text column {column!r} has {levels} distinct values; "
+                "drop it or encode it as numbers"
+            )
     encoded = pd.get_dummies(frame, columns=text, drop_first=True, dtype=np.float32)
     return encoded.to_numpy(dtype=np.float32), [str(column) for column in encoded.columns]
 
 
-def load_table(path: str, *, user_column: str, label_column: str, silo_column: str | None = None,
-               silos: int | None = None, task: str = "binary", seed: int = 0,
-               test_fraction: float = 0.2) -> FederatedData:
+def load_table(
+    path: str,
+    *,
+    user_column: str,
+    label_column: str,
+    silo_column: str | None = None,
+    silos: int | None = None,
+    task: str = "binary",
+    seed: int = 0,
+    test_fraction: float = 0.2,
+) -> FederatedData:
     """Any CSV or Parquet table with one record per row, federated.
 
     `user_column` names each record's user; `silo_column`, if given, its silo (else records
@@ -138,28 +161,46 @@ def load_table(path: str, *, user_column: str, label_column: str, silo_column: s
     named = [user_column, *(name.strip() for name in label_column.split(","))]
     named += [] if silo_column is None else [silo_column]
     if len(set(named)) != len(named):
-        raise DataError("--user-column, --label-column and --silo-column must name "
-                         f"different columns, got {', '.join(named)}")
+        raise DataError(
+            "--user-column, --label-column and --silo-column must name "
+            f"different columns, got {', '.join(named)}"
+        )
     users, _ = _codes(_column(frame, user_column, "--user-column"))
     y, n_classes, label_columns, classes = _labels(frame, label_column, task)
     used = [user_column, *label_columns]
-    silo_codes, silo_names = None, ()
+    silo_codes = None
+    silo_names: tuple[str, ...] = ()
     if silo_column is not None:
         silo_codes, silo_names = _codes(_column(frame, silo_column, "--silo-column"))
         if silos is not None and silos != len(silo_names):
-            raise DataError(f"--silos {silos} disagrees with the {len(silo_names)} distinct "
-                             f"values of --silo-column {silo_column!r}")
+            raise DataError(
+                f"--silos {silos} disagrees with the {len(silo_names)} distinct "
+                f"values of --silo-column {silo_column!r}"
+            )
         used.append(silo_column)
     x, feature_names = _features(frame.drop(columns=used))
     n_silos = len(silo_names) if silo_column is not None else (silos or DEFAULT_SILOS)
     records = Records(
-        name=Path(path).name, task=task, synthetic=False, x=x, y=y, n_classes=n_classes,
-        source=(f"table {path}: {len(frame)} rows, {len(feature_names)} features, users from "
-                f"column {user_column!r}"),
-        silos=silo_codes, silo_names=silo_names, users=users, default_silos=n_silos)
+        name=Path(path).name,
+        task=task,
+        synthetic=False,
+        x=x,
+        y=y,
+        n_classes=n_classes,
+        source=(
+            f"table {path}: {len(frame)} rows, {len(feature_names)} features, users from "
+            f"column {user_column!r}"
+        ),
+        silos=silo_codes,
+        silo_names=silo_names,
+        users=users,
+        default_silos=n_silos,
+    )
     description = {
         "method": "given" if silo_column is not None else "uniform",
-        "alpha_records": None, "alpha_silos": None, "main_silo_share": None,
+        "alpha_records": None,
+        "alpha_silos": None,
+        "main_silo_share": None,
         "labels_per_user": None,
         "users": f"column {user_column}",
         "silos": f"column {silo_column}" if silo_column is not None else "allocated uniformly",
@@ -170,6 +211,13 @@ def load_table(path: str, *, user_column: str, label_column: str, silo_column: s
         description["classes"] = list(classes)  # class id i is classes[i]
     if silo_column is not None:
         description["silo_names"] = list(silo_names)
-    return federate(records, n_users=int(users.max()) + 1, n_silos=n_silos, method="uniform",
-                    seed=seed, labels_per_user=None, test_fraction=test_fraction,
-                    description=description)
+    return federate(
+        records,
+        n_users=int(users.max()) + 1,
+        n_silos=n_silos,
+        method="uniform",
+        seed=seed,
+        labels_per_user=None,
+        test_fraction=test_fraction,
+        description=description,
+    )

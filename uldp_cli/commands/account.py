@@ -1,4 +1,5 @@
 """`uldp account`: the (epsilon, delta) a run gives a record, a group of k records, or a user."""
+
 from __future__ import annotations
 
 import click
@@ -8,34 +9,80 @@ from uldp.accountants.algorithms import Plan
 from uldp.accountants.assumptions import accounting_assumptions
 
 from ..account_plot import draw_group_plot
-from ..accounting_options import (accounting_options, algorithm_options, build_plan, expand_methods,
-                                  method_labels)
+from ..accounting_options import (
+    accounting_options,
+    algorithm_options,
+    build_plan,
+    expand_methods,
+    method_labels,
+)
 from ..config import config_option
 from ..errors import library_errors
 from ..options import OutputFile, PositiveFloat, Probability, format_option
 from ..progress import status
 from ..render import emit
 
-COLUMNS = [("algorithm", "algorithm"), ("k", "k"), ("bound", "bound"), ("epsilon", "epsilon"),
-           ("delta", "delta"), ("order", "order"), ("note", "note")]
+COLUMNS = [
+    ("algorithm", "algorithm"),
+    ("k", "k"),
+    ("bound", "bound"),
+    ("epsilon", "epsilon"),
+    ("delta", "delta"),
+    ("order", "order"),
+    ("note", "note"),
+]
 
-CSV_FIELDS = ["algorithm", "level", "k", "method", "accountant", "conversion", "epsilon", "delta",
-              "order", "base_order", "group_size_used", "note"]
+CSV_FIELDS = [
+    "algorithm",
+    "level",
+    "k",
+    "method",
+    "accountant",
+    "conversion",
+    "epsilon",
+    "delta",
+    "order",
+    "base_order",
+    "group_size_used",
+    "note",
+]
 
 
 @click.command("account")
 @click.option("--sigma", type=PositiveFloat(), required=True, help="Noise multiplier (> 0).")
-@click.option("--q", type=Probability(), default=None,
-              help="Poisson sampling rate per step, in (0, 1].")
+@click.option("--q", type=Probability(), default=None, help="Poisson sampling rate per step, in (0, 1].")
 @click.option("--steps", type=click.IntRange(min=0), default=None, help="Number of steps T.")
 @accounting_options(many=True)
 @algorithm_options(many=True)
-@click.option("--plot", type=OutputFile(), default=None,
-              help="Also draw epsilon against k for each group method (PNG), as ULDP-FL Fig. 2.")
+@click.option(
+    "--plot",
+    type=OutputFile(),
+    default=None,
+    help="Also draw epsilon against k for each group method (PNG), as ULDP-FL Fig. 2.",
+)
 @format_option
 @config_option
-def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders, algos, rounds,
-            user_q, silos, silo_sizes, batch_size, record_q, local_epochs, plot, fmt):
+def command(
+    sigma,
+    q,
+    steps,
+    delta,
+    ks,
+    methods,
+    accountants,
+    conversion,
+    orders,
+    algos,
+    rounds,
+    user_q,
+    silos,
+    silo_sizes,
+    batch_size,
+    record_q,
+    local_epochs,
+    plot,
+    fmt,
+):
     """What (epsilon, delta) a training run gives one record, a group of k records, or a user.
 
     \b
@@ -47,35 +94,60 @@ def command(sigma, q, steps, delta, ks, methods, accountants, conversion, orders
     methods = expand_methods(methods)
     accountants = list(dict.fromkeys(accountants))
     if plot is not None and not any(k > 1 for k in ks):
-        raise click.BadParameter("draws epsilon against the group size: give --k with values > 1",
-                                 param_hint="'--plot'")
+        raise click.BadParameter(
+            "draws epsilon against the group size: give --k with values > 1", param_hint="'--plot'"
+        )
     group_k = max(ks) if algos and "uldp-group" in algos else None
-    plans = [build_plan(a, sigma=sigma, q=q, steps=steps, rounds=rounds, user_q=user_q, silos=silos,
-                        silo_sizes=silo_sizes, batch_size=batch_size, record_q=record_q,
-                        local_epochs=local_epochs, k=group_k if a == "uldp-group" else None)
-             for a in (algos or [None])]
+    plans = [
+        build_plan(
+            a,
+            sigma=sigma,
+            q=q,
+            steps=steps,
+            rounds=rounds,
+            user_q=user_q,
+            silos=silos,
+            silo_sizes=silo_sizes,
+            batch_size=batch_size,
+            record_q=record_q,
+            local_epochs=local_epochs,
+            k=group_k if a == "uldp-group" else None,
+        )
+        for a in (algos or [None])
+    ]
     with library_errors(), status(fmt) as update:
-        results = account(plans, delta=delta, accountants=accountants, ks=ks, methods=methods,
-                          conversion=conversion, orders=orders, progress=update)
+        results = account(
+            plans,
+            delta=delta,
+            accountants=accountants,
+            ks=ks,
+            methods=methods,
+            conversion=conversion,
+            orders=orders,
+            progress=update,
+        )
     rows = [_row(r) for r in results]
     used = list(dict.fromkeys([*accountants, *(r.accountant for r in results)]))
-    assumptions = accounting_assumptions(plans, delta=delta, accountants=used, conversion=conversion,
-                                         orders=orders).as_dict()
+    assumptions = accounting_assumptions(
+        plans, delta=delta, accountants=used, conversion=conversion, orders=orders
+    ).as_dict()
     columns = [c for c in COLUMNS if any(row[c[0]] is not None for row in rows)]
-    document = {"command": "account", "assumptions": assumptions,
-                "results": [_json(r) for r in results]}
+    document = {"command": "account", "assumptions": assumptions, "results": [_json(r) for r in results]}
     if fmt == "csv":  # scripts get the numeric fields, not the table's labels
         rows, columns = document["results"], [(key, key) for key in CSV_FIELDS]
     notes = _notes(results)
     if plot is not None:
         title = f"delta = {delta:g}; " + "; ".join(
-            f"{plan.algorithm}: {plan.assumptions.get('mechanism', '')}" if len(plans) > 1
-            else plan.assumptions.get("mechanism", "") for plan in plans)
-        draw_group_plot(plot, results, {m: method_labels[(m, GROUP_ACCOUNTING[m][0])]
-                                        for m in GROUP_METHODS}, title)
+            f"{plan.algorithm}: {plan.assumptions.get('mechanism', '')}"
+            if len(plans) > 1
+            else plan.assumptions.get("mechanism", "")
+            for plan in plans
+        )
+        draw_group_plot(
+            plot, results, {m: method_labels[(m, GROUP_ACCOUNTING[m][0])] for m in GROUP_METHODS}, title
+        )
         notes.append(f"plot written to {plot}")
-    emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document,
-         notes=notes)
+    emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document, notes=notes)
 
 
 def account(plans: list[Plan], **options) -> list[Guarantee]:
@@ -100,8 +172,15 @@ def _order_label(r: Guarantee) -> str | None:
 
 
 def _row(r: Guarantee) -> dict:
-    return {"algorithm": r.algorithm, "k": "user" if r.k is None else r.k, "bound": _bound_label(r),
-            "epsilon": r.epsilon, "delta": r.delta, "order": _order_label(r), "note": r.note or None}
+    return {
+        "algorithm": r.algorithm,
+        "k": "user" if r.k is None else r.k,
+        "bound": _bound_label(r),
+        "epsilon": r.epsilon,
+        "delta": r.delta,
+        "order": _order_label(r),
+        "note": r.note or None,
+    }
 
 
 def _json(r: Guarantee) -> dict:
@@ -118,13 +197,17 @@ def _notes(results: list[Guarantee]) -> list[str]:
     if any(r.base_order and r.order and r.base_order != r.order for r in results):
         notes.append("order 'b (from a)': group RDP at order b = a / 2^c from the record-level RDP at a.")
     if any(r.method == "pld" and r.k and r.k > 1 for r in results):
-        notes.append("PLD group: the worst case of the k records' clipped contributions aligned, a "
-                     "Gaussian mixture with Binomial(k, q) shifts per step (docs/group-privacy.md).")
+        notes.append(
+            "PLD group: the worst case of the k records' clipped contributions aligned, a "
+            "Gaussian mixture with Binomial(k, q) shifts per step (docs/group-privacy.md)."
+        )
     if any(r.method == "server view" for r in results):
-        notes.append("user sampling amplifies only against observers who do not learn the sample "
-                     "(those who see the released models); the server draws it, and its view is "
-                     "the 'server's view' row: T/(a-1) ln(1 - q + q e^{(a-1) a / (2 sigma^2)}) "
-                     "(accountants/participation.py)")
+        notes.append(
+            "user sampling amplifies only against observers who do not learn the sample "
+            "(those who see the released models); the server draws it, and its view is "
+            "the 'server's view' row: T/(a-1) ln(1 - q + q e^{(a-1) a / (2 sigma^2)}) "
+            "(accountants/participation.py)"
+        )
     if any(r.accountant in ("pld", "prv") for r in results):
         notes.append("PLD and PRV account both directions of add-or-remove and keep the larger.")
     return notes

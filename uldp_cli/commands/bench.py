@@ -1,12 +1,13 @@
 """`uldp bench`: what the private weighting protocol (ULDP-FL Protocol 1) costs, phase by phase."""
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import click
 
-from uldp.errors import UldpError
 from uldp.cli.machine import describe_machine
+from uldp.errors import UldpError
 
 from ..config import config_option
 from ..errors import library_errors
@@ -15,15 +16,25 @@ from ..progress import progress_bar
 from ..render import emit
 
 # Short headers so that the table fits 80 columns; the assumptions block says what each means.
-COLUMNS = [("params", "d"), ("users", "users"), ("key_exchange", "keys s"),
-           ("blinded_histograms", "hist s"), ("server_weights", "enc s"),
-           ("silo_weighting", "silo s"), ("aggregation", "agg s"), ("verified", "ok")]
+COLUMNS = [
+    ("params", "d"),
+    ("users", "users"),
+    ("key_exchange", "keys s"),
+    ("blinded_histograms", "hist s"),
+    ("server_weights", "enc s"),
+    ("silo_weighting", "silo s"),
+    ("aggregation", "agg s"),
+    ("verified", "ok"),
+]
 COMPARE_COLUMNS = [("straightforward_seconds", "naive s"), ("speedup", "gain")]
 
-PHASE_LABELS = {"key_exchange": "key exchange", "blinded_histograms": "blinded histograms",
-                "server_weights": "encrypted weights (server)",
-                "silo_weighting": "silo weighting (per silo)",
-                "aggregation": "aggregation and decryption"}
+PHASE_LABELS = {
+    "key_exchange": "key exchange",
+    "blinded_histograms": "blinded histograms",
+    "server_weights": "encrypted weights (server)",
+    "silo_weighting": "silo weighting (per silo)",
+    "aggregation": "aggregation and decryption",
+}
 
 
 @click.group("bench")
@@ -32,31 +43,81 @@ def command() -> None:
 
 
 @command.command("protocol")
-@comma_list_option("--params", item_type=PositiveInt(), default=["16"], show_default=True,
-                   help="Model sizes d to time (comma list; Fig. 11 top sweeps 16..107).")
-@comma_list_option("--users", item_type=PositiveInt(), default=["20"], show_default=True,
-                   help="Numbers of users |U| to time (comma list; Fig. 11 bottom sweeps 10..40).")
+@comma_list_option(
+    "--params",
+    item_type=PositiveInt(),
+    default=["16"],
+    show_default=True,
+    help="Model sizes d to time (comma list; Fig. 11 top sweeps 16..107).",
+)
+@comma_list_option(
+    "--users",
+    item_type=PositiveInt(),
+    default=["20"],
+    show_default=True,
+    help="Numbers of users |U| to time (comma list; Fig. 11 bottom sweeps 10..40).",
+)
 @click.option("--silos", type=PositiveInt(), default=3, show_default=True, help="Number of silos |S|.")
-@click.option("--key-bits", type=PositiveInt(), default=3072, show_default=True,
-              help="Paillier modulus size λ; >= 2048 unless --test-keys.")
-@click.option("--test-keys", is_flag=True,
-              help="Allow --key-bits below 2048. INSECURE: for tests and quick looks only.")
-@click.option("--rounds", type=PositiveInt(), default=1, show_default=True,
-              help="Weighting rounds per run (round phases are averaged).")
-@click.option("--precision", type=PositiveFloat(), default=1e-10, show_default=True,
-              help="Encoding precision P (Algorithm 5).")
-@click.option("--n-max", type=PositiveInt(), default=None,
-              help="N_max, the most records per user; default: the largest <= 2000 the key holds.")
-@click.option("--compare-straightforward", is_flag=True,
-              help="Also time silo 0's straightforward weighting (|U| d full exponentiations).")
-@click.option("--workers", type=PositiveInt(), default=None,
-              help="Processes for the fast silo weighting [default: one per core].")
-@click.option("--plot", type=OutputFile(), default=None,
-              help="Write a PNG of seconds against params and users.")
+@click.option(
+    "--key-bits",
+    type=PositiveInt(),
+    default=3072,
+    show_default=True,
+    help="Paillier modulus size λ; >= 2048 unless --test-keys.",
+)
+@click.option(
+    "--test-keys", is_flag=True, help="Allow --key-bits below 2048. INSECURE: for tests and quick looks only."
+)
+@click.option(
+    "--rounds",
+    type=PositiveInt(),
+    default=1,
+    show_default=True,
+    help="Weighting rounds per run (round phases are averaged).",
+)
+@click.option(
+    "--precision",
+    type=PositiveFloat(),
+    default=1e-10,
+    show_default=True,
+    help="Encoding precision P (Algorithm 5).",
+)
+@click.option(
+    "--n-max",
+    type=PositiveInt(),
+    default=None,
+    help="N_max, the most records per user; default: the largest <= 2000 the key holds.",
+)
+@click.option(
+    "--compare-straightforward",
+    is_flag=True,
+    help="Also time silo 0's straightforward weighting (|U| d full exponentiations).",
+)
+@click.option(
+    "--workers",
+    type=PositiveInt(),
+    default=None,
+    help="Processes for the fast silo weighting [default: one per core].",
+)
+@click.option(
+    "--plot", type=OutputFile(), default=None, help="Write a PNG of seconds against params and users."
+)
 @format_option
 @config_option
-def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max,
-             compare_straightforward, workers, plot, fmt):
+def protocol(
+    params,
+    users,
+    silos,
+    key_bits,
+    test_keys,
+    rounds,
+    precision,
+    n_max,
+    compare_straightforward,
+    workers,
+    plot,
+    fmt,
+):
     """Time each phase of the private weighting protocol and verify every result.
 
     One run per (params, users) pair: a fresh setup (Paillier and DH keys, blinded histograms)
@@ -73,33 +134,45 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
     from uldp.crypto.protocol.benchmark import benchmark_run, default_n_max, run_steps
 
     if key_bits < 2048 and not test_keys:
-        raise click.BadParameter(f"{key_bits} bits is insecure; use >= 2048 (default 3072), or add "
-                                 "--test-keys for tests only", param_hint="'--key-bits'")
+        raise click.BadParameter(
+            f"{key_bits} bits is insecure; use >= 2048 (default 3072), or add --test-keys for tests only",
+            param_hint="'--key-bits'",
+        )
     try:
         check_key_bits(key_bits, test_keys=test_keys)
     except UldpError as error:
         raise click.BadParameter(str(error), param_hint="'--key-bits'") from error
     grid = [(d, u) for u in dict.fromkeys(users) for d in dict.fromkeys(params)]
     with library_errors():
-        for d, u in grid:  # refuse an encoding the key cannot hold before any key is made
+        for _d, u in grid:  # refuse an encoding the key cannot hold before any key is made
             chosen = default_n_max(key_bits, u, silos, precision) if n_max is None else n_max
             Encoding(precision=precision, n_max=chosen).check_capacity(2 ** (key_bits - 1), u, silos)
         runs = []
         steps = len(grid) * run_steps(silos, rounds, compare_straightforward)
         with progress_bar(fmt, steps, "protocol") as update:
             for d, u in grid:
-                runs.append(benchmark_run(
-                    params=d, users=u, silos=silos, key_bits=key_bits, rounds=rounds,
-                    test_keys=test_keys, precision=precision, n_max=n_max,
-                    compare_straightforward=compare_straightforward, workers=workers,
-                    progress=lambda text, d=d, u=u: update(advance=1,
-                                                           description=f"d={d} |U|={u}: {text}")))
+                runs.append(
+                    benchmark_run(
+                        params=d,
+                        users=u,
+                        silos=silos,
+                        key_bits=key_bits,
+                        rounds=rounds,
+                        test_keys=test_keys,
+                        precision=precision,
+                        n_max=n_max,
+                        compare_straightforward=compare_straightforward,
+                        workers=workers,
+                        progress=lambda text, d=d, u=u: update(
+                            advance=1, description=f"d={d} |U|={u}: {text}"
+                        ),
+                    )
+                )
     documents = [_document(run) for run in runs]
     # The table rounds to milliseconds so that it fits a terminal; JSON and CSV keep every digit.
     rows = [{**doc, **doc["seconds"]} for doc in documents]
     if fmt == "table":
-        rows = [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()}
-                for row in rows]
+        rows = [{k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()} for row in rows]
     if plot is not None:
         _plot(runs, plot)
     columns = COLUMNS[:-1] + (COMPARE_COLUMNS if compare_straightforward else []) + COLUMNS[-1:]
@@ -107,46 +180,62 @@ def protocol(params, users, silos, key_bits, test_keys, rounds, precision, n_max
         "machine": describe_machine(),
         "silos": silos,
         "data": "synthetic: n_su uniform in [1, 20] (every user in every silo), deltas clipped to "
-                "[-1, 1], Gaussian noise shares",
+        "[-1, 1], Gaussian noise shares",
         "encoding": f"P = {precision:g}, values bounded by 1e10, N_max = "
-                    f"{n_max if n_max else 'largest <= 2000 the key holds'}",
-        "key": f"{key_bits}-bit Paillier" + (" (TEST KEY, INSECURE)" if test_keys else "")
-               + ", RFC 3526 3072-bit DH",
+        f"{n_max if n_max else 'largest <= 2000 the key holds'}",
+        "key": f"{key_bits}-bit Paillier"
+        + (" (TEST KEY, INSECURE)" if test_keys else "")
+        + ", RFC 3526 3072-bit DH",
         "timing": "wall-clock seconds; keys = setup (a)-(c) with Paillier key generation; "
-                  "hist = setup (d)-(f); enc = round (a), the server encrypting weights; silo = "
-                  "round (b) per silo (mean over silos); agg = round (c), aggregation and "
-                  "decryption; rounds averaged",
+        "hist = setup (d)-(f); enc = round (a), the server encrypting weights; silo = "
+        "round (b) per silo (mean over silos); agg = round (c), aggregation and "
+        "decryption; rounds averaged",
     }
-    notes = ["verified: every round's decoded aggregate is within (|U| + |S|) P / 2 of the "
-             "plaintext weighted sum, plus float64 rounding (docs/protocol.md)"
-             + ("; the straightforward plaintexts equal the fast path's" if compare_straightforward
-                else "")]
+    notes = [
+        "verified: every round's decoded aggregate is within (|U| + |S|) P / 2 of the "
+        "plaintext weighted sum, plus float64 rounding (docs/protocol.md)"
+        + ("; the straightforward plaintexts equal the fast path's" if compare_straightforward else "")
+    ]
     if compare_straightforward:
-        notes.append("naive s: silo 0's round (b) by the straightforward path (|U| d full-size "
-                     "exponentiations, one process, full size, not extrapolated); gain = naive s "
-                     "/ silo s")
+        notes.append(
+            "naive s: silo 0's round (b) by the straightforward path (|U| d full-size "
+            "exponentiations, one process, full size, not extrapolated); gain = naive s "
+            "/ silo s"
+        )
     if plot is not None:
         notes.append(f"plot written to {plot}")
-    emit("uldp bench protocol", columns, rows, fmt, assumptions=assumptions,
-         document={"command": "bench protocol", "runs": documents, "assumptions": assumptions,
-                   "notes": notes},
-         notes=notes)
+    emit(
+        "uldp bench protocol",
+        columns,
+        rows,
+        fmt,
+        assumptions=assumptions,
+        document={"command": "bench protocol", "runs": documents, "assumptions": assumptions, "notes": notes},
+        notes=notes,
+    )
     failed = [f"d={r.params} |U|={r.users}" for r in runs if not r.verified]
     if failed:
         raise click.ClickException(f"verification failed for {', '.join(failed)}")
 
 
 def _document(run) -> dict:
-    doc = {"params": run.params, "users": run.users, "silos": run.silos,
-           "key_bits": run.key_bits, "rounds": run.rounds, "n_max": run.n_max,
-           "precision": run.precision, "verified": run.verified,
-           "seconds": dict(run.seconds), "max_error": run.max_error,
-           "tolerance": run.tolerance}
+    doc = {
+        "params": run.params,
+        "users": run.users,
+        "silos": run.silos,
+        "key_bits": run.key_bits,
+        "rounds": run.rounds,
+        "n_max": run.n_max,
+        "precision": run.precision,
+        "verified": run.verified,
+        "seconds": dict(run.seconds),
+        "max_error": run.max_error,
+        "tolerance": run.tolerance,
+    }
     if run.straightforward_seconds is not None:
         doc["straightforward_seconds"] = run.straightforward_seconds
         doc["speedup"] = run.straightforward_seconds / run.seconds["silo_weighting"]
     return doc
-
 
 
 def _plot(runs, path: Path) -> None:
@@ -154,18 +243,25 @@ def _plot(runs, path: Path) -> None:
 
     # One panel per swept axis (Fig. 11: top against d, bottom against |U|); an axis with a
     # single value would give a panel of one point.
-    panels = [(x, other) for x, other in (("params", "users"), ("users", "params"))
-              if len({getattr(r, x) for r in runs}) > 1] or [("params", "users")]
+    panels = [
+        (x, other)
+        for x, other in (("params", "users"), ("users", "params"))
+        if len({getattr(r, x) for r in runs}) > 1
+    ] or [("params", "users")]
     fig, axes = subplots(ncols=len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
     for ax, (x_key, series_key) in zip(axes[0], panels):
         for value in sorted({getattr(r, series_key) for r in runs}):
-            chosen = sorted((r for r in runs if getattr(r, series_key) == value),
-                            key=lambda r: getattr(r, x_key))
+            chosen = sorted(
+                (r for r in runs if getattr(r, series_key) == value), key=lambda r: getattr(r, x_key)
+            )
             xs = [getattr(r, x_key) for r in chosen]
-            for phase, style in (("silo_weighting", "-o"), ("aggregation", "--s"),
-                                 ("key_exchange", ":^")):
-                ax.plot(xs, [r.seconds[phase] for r in chosen], style,
-                        label=f"{PHASE_LABELS[phase]}, {series_key} = {value}")
+            for phase, style in (("silo_weighting", "-o"), ("aggregation", "--s"), ("key_exchange", ":^")):
+                ax.plot(
+                    xs,
+                    [r.seconds[phase] for r in chosen],
+                    style,
+                    label=f"{PHASE_LABELS[phase]}, {series_key} = {value}",
+                )
         ax.set_xlabel("model parameters d" if x_key == "params" else "users |U|")
         ax.set_ylabel("seconds")
         ax.grid(alpha=0.3)

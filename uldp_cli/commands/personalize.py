@@ -1,4 +1,5 @@
 """`uldp personalize`: per-record sampling probabilities from per-record budgets (rPDP-FL)."""
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -11,29 +12,66 @@ import numpy as np
 
 from uldp.accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
 from uldp.accountants.conversion import CONVERSIONS
+from uldp.accountants.personalization import (
+    DEFAULT_Q_MIN,
+    INFEASIBLE,
+    METHODS,
+    STATUSES,
+    Personalization,
+    personalize,
+)
 from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
 from uldp.accountants.personalized import calibrate_sigma as calibrate_noise
-from uldp.accountants.personalization import (DEFAULT_Q_MIN, INFEASIBLE, METHODS, STATUSES, Personalization,
-                                             personalize)
 from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
 
 from ..config import config_option
 from ..errors import library_errors, one_line
-from ..options import (OutputFile, PositiveFloat, PositiveInt, Probability, delta_option,
-                       format_option)
+from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, delta_option, format_option
 from ..personalize_io import Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
 
-METHOD_COLUMNS = [("method", "method"), ("seconds", "seconds"), ("q", "q: min / median / max"),
-                  ("unused", "unused eps"), ("overspent", "overspent"),
-                  ("overspend_max", "max overspend"), ("r2", "R^2")]
-CSV_FIELDS = ["method", "records", "in_range", "q_min", "q_median", "q_max", "spent_max",
-              "spent_over_budget_mean", "unused_mean", "unused_max", "overspent", "overspent_up_to",
-              "overspend_max", "overspend_max_relative", "overspent_budget_max", "seconds", "check_seconds",
-              "evaluations", "r2", "tolerance", "grid_points", "search"]
-BUDGET_COLUMNS = [("row", "which"), ("count", "records"), ("budget", "budget"), ("q", "q"),
-                  ("spent", "epsilon spent"), ("status", "status")]
+METHOD_COLUMNS = [
+    ("method", "method"),
+    ("seconds", "seconds"),
+    ("q", "q: min / median / max"),
+    ("unused", "unused eps"),
+    ("overspent", "overspent"),
+    ("overspend_max", "max overspend"),
+    ("r2", "R^2"),
+]
+CSV_FIELDS = [
+    "method",
+    "records",
+    "in_range",
+    "q_min",
+    "q_median",
+    "q_max",
+    "spent_max",
+    "spent_over_budget_mean",
+    "unused_mean",
+    "unused_max",
+    "overspent",
+    "overspent_up_to",
+    "overspend_max",
+    "overspend_max_relative",
+    "overspent_budget_max",
+    "seconds",
+    "check_seconds",
+    "evaluations",
+    "r2",
+    "tolerance",
+    "grid_points",
+    "search",
+]
+BUDGET_COLUMNS = [
+    ("row", "which"),
+    ("count", "records"),
+    ("budget", "budget"),
+    ("q", "q"),
+    ("spent", "epsilon spent"),
+    ("status", "status"),
+]
 # Budget sets with at most this many distinct values are listed value by value; larger ones
 # by quantiles.
 LISTED_BUDGETS = 12
@@ -41,54 +79,153 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 
 
 @click.command("personalize")
-@click.option("--budgets", "budgets_path", type=click.Path(exists=True, dir_okay=False, path_type=Path),
-              default=None, help="CSV file of per-record budgets (with a header line).")
-@click.option("--budget-column", default="epsilon", show_default=True,
-              help="Column of --budgets holding each record's epsilon.")
-@click.option("--id-column", default=None,
-              help="Column of --budgets naming the records [default: id, else row numbers].")
-@click.option("--distribution", type=click.Choice(list(DISTRIBUTIONS)), default=None,
-              help="Draw the budgets from an rPDP-FL preset instead of --budgets.")
-@click.option("--records", type=PositiveInt(), default=1000, show_default=True,
-              help="Number of records drawn with --distribution.")
-@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
-              help="Seed of --distribution.")
+@click.option(
+    "--budgets",
+    "budgets_path",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="CSV file of per-record budgets (with a header line).",
+)
+@click.option(
+    "--budget-column",
+    default="epsilon",
+    show_default=True,
+    help="Column of --budgets holding each record's epsilon.",
+)
+@click.option(
+    "--id-column",
+    default=None,
+    help="Column of --budgets naming the records [default: id, else row numbers].",
+)
+@click.option(
+    "--distribution",
+    type=click.Choice(list(DISTRIBUTIONS)),
+    default=None,
+    help="Draw the budgets from an rPDP-FL preset instead of --budgets.",
+)
+@click.option(
+    "--records",
+    type=PositiveInt(),
+    default=1000,
+    show_default=True,
+    help="Number of records drawn with --distribution.",
+)
+@click.option(
+    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of --distribution."
+)
 @click.option("--sigma", type=PositiveFloat(), default=None, help="Noise multiplier of DP-SGD (> 0).")
-@click.option("--calibrate-sigma", is_flag=True,
-              help="Choose sigma so that the largest budget is reached at q = --q-cap.")
+@click.option(
+    "--calibrate-sigma",
+    is_flag=True,
+    help="Choose sigma so that the largest budget is reached at q = --q-cap.",
+)
 @click.option("--tau", type=PositiveInt(), required=True, help="Local DP-SGD steps per round.")
 @click.option("--rounds", type=PositiveInt(), required=True, help="Federated rounds T.")
-@click.option("--client-rate", type=Probability(), default=1.0, show_default=True,
-              help="Client sampling probability lambda per round, in (0, 1].")
+@click.option(
+    "--client-rate",
+    type=Probability(),
+    default=1.0,
+    show_default=True,
+    help="Client sampling probability lambda per round, in (0, 1].",
+)
 @delta_option
-@click.option("--threat-model", type=click.Choice(THREAT_MODELS), default="untrusted", show_default=True,
-              help="untrusted clients / third parties, or an honest-but-curious server.")
-@click.option("--fixed-schedule", is_flag=True,
-              help="Server model only: every client takes part in exactly round(lambda T) rounds "
-                   "fixed in advance (no client sampling); then rho_FL = k tau rho.")
-@click.option("--conversion", type=click.Choice(CONVERSIONS), default="improved", show_default=True,
-              help="RDP to DP: improved (Lemma 2) or classic (the slides').")
-@click.option("--method", type=click.Choice(METHODS), default="exact", show_default=True,
-              help="exact (never over budget, within 0.1% of the best q), scf or bisect.")
+@click.option(
+    "--threat-model",
+    type=click.Choice(THREAT_MODELS),
+    default="untrusted",
+    show_default=True,
+    help="untrusted clients / third parties, or an honest-but-curious server.",
+)
+@click.option(
+    "--fixed-schedule",
+    is_flag=True,
+    help="Server model only: every client takes part in exactly round(lambda T) rounds "
+    "fixed in advance (no client sampling); then rho_FL = k tau rho.",
+)
+@click.option(
+    "--conversion",
+    type=click.Choice(CONVERSIONS),
+    default="improved",
+    show_default=True,
+    help="RDP to DP: improved (Lemma 2) or classic (the slides').",
+)
+@click.option(
+    "--method",
+    type=click.Choice(METHODS),
+    default="exact",
+    show_default=True,
+    help="exact (never over budget, within 0.1% of the best q), scf or bisect.",
+)
 @click.option("--compare", is_flag=True, help="Also run the other two methods and compare them.")
-@click.option("--q-cap", type=Probability(), default=1.0, show_default=True,
-              help="Largest sampling probability handed out, in (0, 1].")
-@click.option("--q-min", type=Probability(), default=DEFAULT_Q_MIN, show_default=True,
-              help="Smallest usable sampling probability; lower budgets are infeasible.")
-@click.option("--infeasible", type=click.Choice(INFEASIBLE), default="clamp", show_default=True,
-              help="Budgets above epsilon*(q-cap) / below epsilon*(q-min): clamp (q = cap / "
-                   "q = 0), exclude (q = 0), or fail.")
-@click.option("--tolerance", type=PositiveFloat(), default=BISECT_TOLERANCE, show_default=True,
-              help="Absolute tolerance in q of --method bisect.")
-@click.option("--out", type=OutputFile(), default=None,
-              help="Write every record's id, budget, q, epsilon spent and status to this CSV.")
-@click.option("--plot", type=OutputFile(), default=None,
-              help="Draw epsilon*(q), the SCF fit and the records' (q, budget) to this PNG.")
+@click.option(
+    "--q-cap",
+    type=Probability(),
+    default=1.0,
+    show_default=True,
+    help="Largest sampling probability handed out, in (0, 1].",
+)
+@click.option(
+    "--q-min",
+    type=Probability(),
+    default=DEFAULT_Q_MIN,
+    show_default=True,
+    help="Smallest usable sampling probability; lower budgets are infeasible.",
+)
+@click.option(
+    "--infeasible",
+    type=click.Choice(INFEASIBLE),
+    default="clamp",
+    show_default=True,
+    help="Budgets above epsilon*(q-cap) / below epsilon*(q-min): clamp (q = cap / "
+    "q = 0), exclude (q = 0), or fail.",
+)
+@click.option(
+    "--tolerance",
+    type=PositiveFloat(),
+    default=BISECT_TOLERANCE,
+    show_default=True,
+    help="Absolute tolerance in q of --method bisect.",
+)
+@click.option(
+    "--out",
+    type=OutputFile(),
+    default=None,
+    help="Write every record's id, budget, q, epsilon spent and status to this CSV.",
+)
+@click.option(
+    "--plot",
+    type=OutputFile(),
+    default=None,
+    help="Draw epsilon*(q), the SCF fit and the records' (q, budget) to this PNG.",
+)
 @format_option
 @config_option
-def command(budgets_path, budget_column, id_column, distribution, records, seed, sigma,
-            calibrate_sigma, tau, rounds, client_rate, delta, threat_model, fixed_schedule,
-            conversion, method, compare, q_cap, q_min, infeasible, tolerance, out, plot, fmt):
+def command(
+    budgets_path,
+    budget_column,
+    id_column,
+    distribution,
+    records,
+    seed,
+    sigma,
+    calibrate_sigma,
+    tau,
+    rounds,
+    client_rate,
+    delta,
+    threat_model,
+    fixed_schedule,
+    conversion,
+    method,
+    compare,
+    q_cap,
+    q_min,
+    infeasible,
+    tolerance,
+    out,
+    plot,
+    fmt,
+):
     """Per-record sampling probabilities q from per-record budgets (rPDP-FL, slides ch. 3).
 
     Each record gets the largest q whose epsilon*(q), over T rounds of tau DP-SGD steps with
@@ -109,8 +246,10 @@ def command(budgets_path, budget_column, id_column, distribution, records, seed,
     if fixed_schedule and threat_model != "server":
         raise click.BadParameter("applies to --threat-model server only", param_hint="'--fixed-schedule'")
     if fixed_schedule and client_rate * rounds < 0.5:
-        raise click.BadParameter(f"needs round(--client-rate x --rounds) >= 1 rounds, got "
-                                 f"round({client_rate:g} x {rounds}) = 0", param_hint="'--fixed-schedule'")
+        raise click.BadParameter(
+            f"needs round(--client-rate x --rounds) >= 1 rounds, got round({client_rate:g} x {rounds}) = 0",
+            param_hint="'--fixed-schedule'",
+        )
     budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed)
     run = RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model, fixed_schedule)
     methods = [method] + [m for m in METHODS if m != method] if compare else [method]
@@ -124,8 +263,17 @@ def command(budgets_path, budget_column, id_column, distribution, records, seed,
         results = []
         for name in methods:
             update(f"method {name}")
-            results.append(personalize(budgets.values, curve, method=name, q_min=q_min,
-                                       q_cap=q_cap, infeasible=infeasible, tolerance=tolerance))
+            results.append(
+                personalize(
+                    budgets.values,
+                    curve,
+                    method=name,
+                    q_min=q_min,
+                    q_cap=q_cap,
+                    infeasible=infeasible,
+                    tolerance=tolerance,
+                )
+            )
         chosen = results[0]
         if out is not None:
             update("writing the rates")
@@ -143,25 +291,34 @@ def _writing(path: Path, option: str) -> Iterator[None]:
     try:
         yield
     except OSError as error:
-        raise click.BadParameter(f"{path}: cannot write it ({one_line(error)})",
-                                 param_hint=f"'{option}'") from error
+        raise click.BadParameter(
+            f"{path}: cannot write it ({one_line(error)})", param_hint=f"'{option}'"
+        ) from error
 
 
 def _budgets(path, budget_column, id_column, distribution, records, seed) -> Budgets:
     if path is not None:
         return read_budgets(path, budget_column, id_column or "id", id_column is not None)
     values = sample_budgets(distribution, records, seed)
-    return Budgets(np.arange(records), "id", "epsilon", values,
-                   f"{describe(distribution)}; {records} records, seed {seed}")
+    return Budgets(
+        np.arange(records),
+        "id",
+        "epsilon",
+        values,
+        f"{describe(distribution)}; {records} records, seed {seed}",
+    )
 
 
-def _plot(path: Path, curve: EpsilonCurve, chosen: Personalization, run: RecordSampledFL,
-          delta: float) -> None:
+def _plot(
+    path: Path, curve: EpsilonCurve, chosen: Personalization, run: RecordSampledFL, delta: float
+) -> None:
     feasible = chosen.feasible
     qs = np.geomspace(feasible.q_min, feasible.q_cap, 400)
     model = run.threat_model + (", fixed schedule" if run.fixed_schedule else "")
-    title = (f"rPDP-FL, {model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
-             f"T = {run.rounds}, lambda = {run.client_rate:g}, delta = {delta:g}")
+    title = (
+        f"rPDP-FL, {model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
+        f"T = {run.rounds}, lambda = {run.client_rate:g}, delta = {delta:g}"
+    )
     draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title)
 
 
@@ -170,44 +327,64 @@ def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible,
     feasible = chosen.feasible
     off = chosen.outside
     summaries = [r.summary() for r in results]
-    assumptions = {"budgets": f"{budgets.source} ({chosen.budgets.size} records, "
-                              f"{chosen.distinct} distinct, "
-                              f"{chosen.budgets.min():.4g}..{chosen.budgets.max():.4g})",
-                   **curve.assumptions()}
+    assumptions = {
+        "budgets": f"{budgets.source} ({chosen.budgets.size} records, "
+        f"{chosen.distinct} distinct, "
+        f"{chosen.budgets.min():.4g}..{chosen.budgets.max():.4g})",
+        **curve.assumptions(),
+    }
     if calibration is not None:
-        assumptions["sigma"] = (f"{run.sigma:g}, calibrated: epsilon*(q_cap = {feasible.q_cap:g}) = "
-                                f"{calibration.epsilon:.6g} <= largest budget "
-                                f"{chosen.budgets.max():.6g}")
-    assumptions["feasible"] = (f"q in [{feasible.q_min:g}, {feasible.q_cap:g}] gives epsilon in "
-                               f"[{feasible.epsilon_min:.6g}, {feasible.epsilon_max:.6g}]")
+        assumptions["sigma"] = (
+            f"{run.sigma:g}, calibrated: epsilon*(q_cap = {feasible.q_cap:g}) = "
+            f"{calibration.epsilon:.6g} <= largest budget "
+            f"{chosen.budgets.max():.6g}"
+        )
+    assumptions["feasible"] = (
+        f"q in [{feasible.q_min:g}, {feasible.q_cap:g}] gives epsilon in "
+        f"[{feasible.epsilon_min:.6g}, {feasible.epsilon_max:.6g}]"
+    )
     assumptions["method"] = _method_text(chosen)
     notes = _notes(summaries, off, feasible, infeasible, out)
     budget_rows = _budget_rows(chosen)
-    document = {"command": "personalize", "assumptions": assumptions,
-                "sigma": run.sigma, "calibrated_sigma": calibration is not None,
-                "feasible": vars(feasible), "infeasible": {
-                    "policy": infeasible, "below": off.low, "below_range": off.low_range,
-                    "above": off.high, "above_range": off.high_range},
-                "methods": summaries, "budgets": budget_rows,
-                "out": str(out) if out else None, "plot": str(plot) if plot else None,
-                "notes": notes}
+    document = {
+        "command": "personalize",
+        "assumptions": assumptions,
+        "sigma": run.sigma,
+        "calibrated_sigma": calibration is not None,
+        "feasible": vars(feasible),
+        "infeasible": {
+            "policy": infeasible,
+            "below": off.low,
+            "below_range": off.low_range,
+            "above": off.high,
+            "above_range": off.high_range,
+        },
+        "methods": summaries,
+        "budgets": budget_rows,
+        "out": str(out) if out else None,
+        "plot": str(plot) if plot else None,
+        "notes": notes,
+    }
     if fmt == "table":
         shown = [c for c in BUDGET_COLUMNS if any(row[c[0]] is not None for row in budget_rows)]
         emit("budgets against epsilon spent (" + chosen.method + ")", shown, budget_rows, fmt)
     rows, columns = [_table_row(summary) for summary in summaries], METHOD_COLUMNS
     if fmt == "csv":
         rows, columns = summaries, [(key, key) for key in CSV_FIELDS]
-    emit("uldp personalize", columns, rows, fmt, assumptions=assumptions, document=document,
-         notes=notes)
+    emit("uldp personalize", columns, rows, fmt, assumptions=assumptions, document=document, notes=notes)
 
 
 def _table_row(s: dict) -> dict:
-    q = (f"{s['q_min']:.4g} / {s['q_median']:.4g} / {s['q_max']:.4g}" if s["q_min"] is not None
-         else None)
-    return {"method": s["method"], "seconds": s["seconds"] + s["check_seconds"], "q": q,
-            "unused": s["unused_mean"], "overspent": _overspent_text(s),
-            "overspend_max": s["overspend_max"],
-            "r2": f"{s['r2']:.6f}" if s.get("r2") is not None else None}
+    q = f"{s['q_min']:.4g} / {s['q_median']:.4g} / {s['q_max']:.4g}" if s["q_min"] is not None else None
+    return {
+        "method": s["method"],
+        "seconds": s["seconds"] + s["check_seconds"],
+        "q": q,
+        "unused": s["unused_mean"],
+        "overspent": _overspent_text(s),
+        "overspend_max": s["overspend_max"],
+        "r2": f"{s['r2']:.6f}" if s.get("r2") is not None else None,
+    }
 
 
 def _overspent_text(s: dict) -> int | str:
@@ -218,16 +395,21 @@ def _overspent_text(s: dict) -> int | str:
 
 def _method_text(result: Personalization) -> str:
     if result.method == "exact":
-        return ("exact: largest rate on a geometric grid (ratio 1.001) with epsilon*(q) <= budget; "
-                "epsilon spent is epsilon*(q) of the rate handed out")
+        return (
+            "exact: largest rate on a geometric grid (ratio 1.001) with epsilon*(q) <= budget; "
+            "epsilon spent is epsilon*(q) of the rate handed out"
+        )
     if result.method == "bisect":
         return f"bisect: bisection on q to {result.details['tolerance']:g} per distinct budget"
-    return ("scf: Simulation-CurveFitting (Algorithm 3), fit e^(aq+b)+c on "
-            f"{result.details['scf_points']} rates; rates re-accounted: {result.details['check']}")
+    return (
+        "scf: Simulation-CurveFitting (Algorithm 3), fit e^(aq+b)+c on "
+        f"{result.details['scf_points']} rates; rates re-accounted: {result.details['check']}"
+    )
 
 
 def _budget_rows(result: Personalization) -> list[dict]:
     budgets = result.budgets
+    picks: list[tuple[str, int | None, int]]
     if result.distinct <= LISTED_BUDGETS:
         values, first, counts = np.unique(budgets, return_index=True, return_counts=True)
         picks = [(f"budget {value:g}", int(count), int(i)) for value, i, count in zip(values, first, counts)]
@@ -236,9 +418,17 @@ def _budget_rows(result: Personalization) -> list[dict]:
         ranks = [min(n - 1, int(round(p / 100 * (n - 1)))) for p in QUANTILES]
         order = np.argpartition(budgets, ranks)  # the records at those ranks, without a full sort
         picks = [(f"p{p}", None, int(order[r])) for p, r in zip(QUANTILES, ranks)]
-    return [{"row": label, "count": count, "budget": float(budgets[i]), "q": float(result.q[i]),
-             "spent": float(result.spent[i]), "status": STATUSES[result.status[i]]}
-            for label, count, i in picks]
+    return [
+        {
+            "row": label,
+            "count": count,
+            "budget": float(budgets[i]),
+            "q": float(result.q[i]),
+            "spent": float(result.spent[i]),
+            "status": STATUSES[result.status[i]],
+        }
+        for label, count, i in picks
+    ]
 
 
 def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
@@ -247,8 +437,10 @@ def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
         if infeasible == "exclude":
             action = "these records get q = 0 (never sampled, they spend nothing)"
         else:
-            action = "; ".join(([f"those above get q = {feasible.q_cap:g}"] if off.high else [])
-                               + (["those below get q = 0 (never sampled)"] if off.low else []))
+            action = "; ".join(
+                ([f"those above get q = {feasible.q_cap:g}"] if off.high else [])
+                + (["those below get q = 0 (never sampled)"] if off.low else [])
+            )
         notes.append(f"outside the feasible range: {off.message(feasible)}; {action}")
     for s in summaries:
         notes.append(_method_note(s))
@@ -263,8 +455,10 @@ def _method_note(s: dict) -> str:
     if name != "scf":
         # The epsilon spent is epsilon*(q) of the rate handed out, evaluated while searching and
         # compared with the budget there; nothing is re-accounted a second time.
-        return (f"{name}: every record's epsilon spent, epsilon*(q) evaluated at the rate it "
-                "was given, is <= its budget")
+        return (
+            f"{name}: every record's epsilon spent, epsilon*(q) evaluated at the rate it "
+            "was given, is <= its budget"
+        )
     how = "a fitted inverse is not a bound; every rate was re-accounted (" + s["check"] + ")"
     over, up_to = s["overspent"], s["overspent_up_to"]
     if up_to == 0:
@@ -272,9 +466,12 @@ def _method_note(s: dict) -> str:
     if over == up_to:
         count = f"{over} of {records} records OVERSPEND their budget"
     else:
-        count = (f"at least {over} / up to {up_to} of {records} records OVERSPEND their budget "
-                 "(status overspent / possibly-overspent in --out)")
+        count = (
+            f"at least {over} / up to {up_to} of {records} records OVERSPEND their budget "
+            "(status overspent / possibly-overspent in --out)"
+        )
     if over:
-        count += (f" (by up to {s['overspend_max']:.4g}, {100 * s['overspend_max_relative']:.3g}%"
-                  + (" where certain)" if over != up_to else ")"))
+        count += f" (by up to {s['overspend_max']:.4g}, {100 * s['overspend_max_relative']:.3g}%" + (
+            " where certain)" if over != up_to else ")"
+        )
     return f"scf: {count}; {how}"

@@ -1,5 +1,6 @@
 """`uldp subject`: subject-level DP of a federation, one member's guarantee and the whole
 federation's under horizontal composition (Marathe & Kanani, §2-3)."""
+
 from __future__ import annotations
 
 import math
@@ -7,7 +8,13 @@ from pathlib import Path
 
 import click
 
-from uldp.accountants.horizontal import ACCOUNTANTS, FederationRun, SubjectGuarantee, SubjectReport, account_subjects
+from uldp.accountants.horizontal import (
+    ACCOUNTANTS,
+    FederationRun,
+    SubjectGuarantee,
+    SubjectReport,
+    account_subjects,
+)
 from uldp.accountants.orders import orders_label
 from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
 
@@ -18,10 +25,19 @@ from ..progress import status
 from ..render import emit
 from .mechanism_flags import accounting_label, mechanism_flags, uses_rdp
 
-COLUMNS = [("guarantee", "guarantee"), ("rounds", "rounds"), ("members", "members composed"),
-           ("epsilon", "epsilon"), ("note", "note")]
-GROUP_COLUMNS = [("z", "Z"), ("sigma", "sigma_Z"), ("item_epsilon", "item epsilon"),
-                 ("item_delta", "item delta")]
+COLUMNS = [
+    ("guarantee", "guarantee"),
+    ("rounds", "rounds"),
+    ("members", "members composed"),
+    ("epsilon", "epsilon"),
+    ("note", "note"),
+]
+GROUP_COLUMNS = [
+    ("z", "Z"),
+    ("sigma", "sigma_Z"),
+    ("item_epsilon", "item epsilon"),
+    ("item_delta", "item delta"),
+]
 SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federation_epsilon"]
 
 
@@ -30,32 +46,87 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
 @click.option("--per-round", type=PositiveInt(), required=True, help="Members s selected per round (s <= N).")
 @click.option("--rounds", type=PositiveInt(), required=True, help="Training rounds R.")
 @click.option("--local-steps", type=PositiveInt(), required=True, help="Local mini-batches T per round.")
-@click.option("--q", type=Probability(), required=True,
-              help="Item sampling fraction per mini-batch, in (0, 1].")
-@click.option("--sigma", type=PositiveFloat(), required=True,
-              help="Noise multiplier, relative to the per-mini-batch subject sensitivity C.")
-@click.option("--epsilon", "budget", type=PositiveFloat(), default=None,
-              help="Budget E: the most rounds within it, and LocalGroupDP's target with --group-sizes.")
-@comma_list_option("--group-sizes", "group_sizes", item_type=PositiveInt(), default=None,
-                   help="LocalGroupDP group sizes Z (most items of one subject at a member).")
-@click.option("--subject-members", type=PositiveInt(), default=None,
-              help="Members holding the subject's items (default N: every member, one item each).")
-@click.option("--items-per-member", type=PositiveInt(), default=1, show_default=True,
-              help="Items of the subject at each member holding it.")
-@click.option("--subject-items", type=PositiveInt(), default=None,
-              help="The subject's items in all, spread over the N members by --distribution.")
-@click.option("--distribution", type=click.Choice(ALLOCATIONS), default="uniform", show_default=True,
-              help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).")
+@click.option(
+    "--q", type=Probability(), required=True, help="Item sampling fraction per mini-batch, in (0, 1]."
+)
+@click.option(
+    "--sigma",
+    type=PositiveFloat(),
+    required=True,
+    help="Noise multiplier, relative to the per-mini-batch subject sensitivity C.",
+)
+@click.option(
+    "--epsilon",
+    "budget",
+    type=PositiveFloat(),
+    default=None,
+    help="Budget E: the most rounds within it, and LocalGroupDP's target with --group-sizes.",
+)
+@comma_list_option(
+    "--group-sizes",
+    "group_sizes",
+    item_type=PositiveInt(),
+    default=None,
+    help="LocalGroupDP group sizes Z (most items of one subject at a member).",
+)
+@click.option(
+    "--subject-members",
+    type=PositiveInt(),
+    default=None,
+    help="Members holding the subject's items (default N: every member, one item each).",
+)
+@click.option(
+    "--items-per-member",
+    type=PositiveInt(),
+    default=1,
+    show_default=True,
+    help="Items of the subject at each member holding it.",
+)
+@click.option(
+    "--subject-items",
+    type=PositiveInt(),
+    default=None,
+    help="The subject's items in all, spread over the N members by --distribution.",
+)
+@click.option(
+    "--distribution",
+    type=click.Choice(ALLOCATIONS),
+    default="uniform",
+    show_default=True,
+    help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).",
+)
 @click.option("--alpha", type=PositiveFloat(), default=None, help="Power distribution parameter alpha (> 0).")
-@click.option("--holdings", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="CSV with a header naming the columns subject and member, one row per item: "
-                   "account every subject as held.")
+@click.option(
+    "--holdings",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="CSV with a header naming the columns subject and member, one row per item: "
+    "account every subject as held.",
+)
 @mechanism_flags(ACCOUNTANTS)
 @format_option
 @config_option
-def command(n_members, per_round, rounds, local_steps, q, sigma, budget, group_sizes, subject_members,
-            items_per_member, subject_items, distribution, alpha, holdings, delta, accountant, conversion,
-            orders, fmt):
+def command(
+    n_members,
+    per_round,
+    rounds,
+    local_steps,
+    q,
+    sigma,
+    budget,
+    group_sizes,
+    subject_members,
+    items_per_member,
+    subject_items,
+    distribution,
+    alpha,
+    holdings,
+    delta,
+    accountant,
+    conversion,
+    orders,
+    fmt,
+):
     """Subject-level epsilon of one member and of the whole federation (horizontal composition).
 
     \b
@@ -64,37 +135,80 @@ def command(n_members, per_round, rounds, local_steps, q, sigma, budget, group_s
       uldp subject ... --holdings items.csv                   # subjects as actually held
     """
     if per_round > n_members:
-        raise click.BadParameter(f"{per_round} is more than --members {n_members}",
-                                 param_hint="'--per-round'")
+        raise click.BadParameter(
+            f"{per_round} is more than --members {n_members}", param_hint="'--per-round'"
+        )
     if group_sizes and budget is None:
         raise click.UsageError("--group-sizes needs --epsilon (LocalGroupDP's target E)")
     accounting = {"accountant": accountant, "conversion": conversion, "orders": orders}
-    holdings_map = _holdings(n_members, subject_members, items_per_member, subject_items, distribution,
-                             alpha, holdings)
+    holdings_map = _holdings(
+        n_members, subject_members, items_per_member, subject_items, distribution, alpha, holdings
+    )
     with library_errors(), status(fmt) as update:
         run = FederationRun(n_members, per_round, rounds, local_steps, q, sigma)
-        report = account_subjects(run, holdings_map, delta, budget=budget, group_sizes=group_sizes or (),
-                                  progress=update, **accounting)
+        report = account_subjects(
+            run,
+            holdings_map,
+            delta,
+            budget=budget,
+            group_sizes=group_sizes or (),
+            progress=update,
+            **accounting,
+        )
 
     worst, thumb, limits, named = report.worst, report.rule_of_thumb, report.limits, holdings is not None
-    noise = [{"z": g.z, "sigma": g.sigma, "item_epsilon": g.item_epsilon, "item_delta": g.item_delta,
-              "achieved_item_epsilon": g.achieved_epsilon} for g in report.group_noise]
-    assumptions = _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha,
-                               subject_members, items_per_member, bool(noise))
+    noise = [
+        {
+            "z": g.z,
+            "sigma": g.sigma,
+            "item_epsilon": g.item_epsilon,
+            "item_delta": g.item_delta,
+            "achieved_item_epsilon": g.achieved_epsilon,
+        }
+        for g in report.group_noise
+    ]
+    assumptions = _assumptions(
+        run,
+        delta,
+        accounting,
+        holdings,
+        subject_items,
+        distribution,
+        alpha,
+        subject_members,
+        items_per_member,
+        bool(noise),
+    )
     rows = _rows(run, report, named)
-    document = {"command": "subject", "assumptions": assumptions,
-                "local_epsilon": report.local_epsilon, "local_subject": report.local_subject,
-                "federation_epsilon": worst.federation_epsilon,
-                "members_holding": len(worst.holding), "members_composed": worst.members_composed,
-                "holding": list(worst.holding),
-                "rule_of_thumb": {"subject": thumb.subject, "rounds": thumb.rounds,
-                                  "federation_epsilon": thumb.federation_epsilon,
-                                  "local_epsilon": thumb.local_epsilon, "holds": thumb.holds,
-                                  "matching_rounds": thumb.matching_rounds},
-                "max_rounds": None if limits is None else {
-                    "budget": limits.budget, "local": limits.local, "federation": limits.federation,
-                    "local_subject": limits.local_subject, "federation_subject": limits.federation_subject},
-                "group_noise": noise, "results": rows}
+    document = {
+        "command": "subject",
+        "assumptions": assumptions,
+        "local_epsilon": report.local_epsilon,
+        "local_subject": report.local_subject,
+        "federation_epsilon": worst.federation_epsilon,
+        "members_holding": len(worst.holding),
+        "members_composed": worst.members_composed,
+        "holding": list(worst.holding),
+        "rule_of_thumb": {
+            "subject": thumb.subject,
+            "rounds": thumb.rounds,
+            "federation_epsilon": thumb.federation_epsilon,
+            "local_epsilon": thumb.local_epsilon,
+            "holds": thumb.holds,
+            "matching_rounds": thumb.matching_rounds,
+        },
+        "max_rounds": None
+        if limits is None
+        else {
+            "budget": limits.budget,
+            "local": limits.local,
+            "federation": limits.federation,
+            "local_subject": limits.local_subject,
+            "federation_subject": limits.federation_subject,
+        },
+        "group_noise": noise,
+        "results": rows,
+    }
     if named:
         document["worst_subject"] = report.worst_subject
         document["subjects"] = [_subject_entry(name, g) for name, g in report.subjects.items()]
@@ -109,29 +223,51 @@ def command(n_members, per_round, rounds, local_steps, q, sigma, budget, group_s
             emit("uldp subject", COLUMNS, rows, fmt)
     else:
         last = not noise and holdings is None
-        emit("uldp subject", COLUMNS, rows, fmt, assumptions=assumptions if last else None,
-             notes=notes if last else None)
+        emit(
+            "uldp subject",
+            COLUMNS,
+            rows,
+            fmt,
+            assumptions=assumptions if last else None,
+            notes=notes if last else None,
+        )
         if holdings is not None:
-            emit("Subjects by members holding them", [("members", "members"), ("subjects", "subjects"),
-                                                      ("federation_epsilon", "worst federation epsilon")],
-                 document["members_distribution"], fmt, assumptions=None if noise else assumptions,
-                 notes=None if noise else notes)
+            emit(
+                "Subjects by members holding them",
+                [
+                    ("members", "members"),
+                    ("subjects", "subjects"),
+                    ("federation_epsilon", "worst federation epsilon"),
+                ],
+                document["members_distribution"],
+                fmt,
+                assumptions=None if noise else assumptions,
+                notes=None if noise else notes,
+            )
         if noise:
-            emit("LocalGroupDP noise per member for (E, Delta) = "
-                 f"({budget:g}, {delta:g}) by Corollary 3.5", GROUP_COLUMNS, noise, fmt,
-                 assumptions=assumptions, notes=notes)
+            emit(
+                f"LocalGroupDP noise per member for (E, Delta) = ({budget:g}, {delta:g}) by Corollary 3.5",
+                GROUP_COLUMNS,
+                noise,
+                fmt,
+                assumptions=assumptions,
+                notes=notes,
+            )
 
 
-def _holdings(n_members, subject_members, items_per_member, subject_items, distribution, alpha,
-              holdings) -> dict[str, list[int]]:
+def _holdings(
+    n_members, subject_members, items_per_member, subject_items, distribution, alpha, holdings
+) -> dict[str, list[int]]:
     """Subject id -> item counts at the members holding it (one hypothetical subject unless --holdings)."""
     spread = subject_items is not None
     if holdings is not None and (spread or subject_members is not None):
-        raise click.UsageError("--holdings gives every subject's members; "
-                               "drop --subject-members/--subject-items")
+        raise click.UsageError(
+            "--holdings gives every subject's members; drop --subject-members/--subject-items"
+        )
     if spread and subject_members is not None:
-        raise click.UsageError("give --subject-members (with --items-per-member) or --subject-items, "
-                               "not both")
+        raise click.UsageError(
+            "give --subject-members (with --items-per-member) or --subject-items, not both"
+        )
     if not spread and (alpha is not None or distribution != "uniform"):
         raise click.UsageError("--distribution and --alpha spread --subject-items; give --subject-items")
     if distribution == "power" and alpha is None:
@@ -139,18 +275,23 @@ def _holdings(n_members, subject_members, items_per_member, subject_items, distr
     if distribution == "uniform" and alpha is not None:
         raise click.UsageError("--alpha applies to --distribution power only")
     if items_per_member != 1 and (holdings is not None or spread):
-        raise click.UsageError("--items-per-member goes with --subject-members; --holdings and "
-                               "--subject-items give the items per member themselves")
+        raise click.UsageError(
+            "--items-per-member goes with --subject-members; --holdings and "
+            "--subject-items give the items per member themselves"
+        )
     if subject_members is not None and subject_members > n_members:
-        raise click.BadParameter(f"{subject_members} is more than --members {n_members}",
-                                 param_hint="'--subject-members'")
+        raise click.BadParameter(
+            f"{subject_members} is more than --members {n_members}", param_hint="'--subject-members'"
+        )
     if holdings is not None:
         with library_errors():
             found = read_holdings(holdings)
         members = {len(h) for h in found.values()}
         if max(members) > n_members:
-            raise click.BadParameter(f"a subject is held by {max(members)} members, more than --members "
-                                     f"{n_members}", param_hint="'--holdings'")
+            raise click.BadParameter(
+                f"a subject is held by {max(members)} members, more than --members {n_members}",
+                param_hint="'--holdings'",
+            )
         return found
     if spread:
         with library_errors():
@@ -162,97 +303,166 @@ def _rows(run: FederationRun, report: SubjectReport, named: bool) -> list[dict]:
     """The table; with several subjects each row says whose figure it is (`named`)."""
     worst, thumb, limits = report.worst, report.rule_of_thumb, report.limits
     k = len(worst.holding)
+    assert thumb.subject is not None  # account_subjects names the binding subject
     composed = report.subjects[thumb.subject].members_composed
 
     def who(name: str, text: str = "") -> str:
         return f"{text}; subject {name}" if named and text else (f"subject {name}" if named else text)
 
     rows = [
-        {"guarantee": "local (per member)" + (", max over subjects" if named else ""), "rounds": run.rounds,
-         "members": 1, "epsilon": report.local_epsilon,
-         "note": who(report.local_subject, f"{run.rounds * run.local_steps} steps, other members fixed")},
-        {"guarantee": f"federation, {k} member(s) hold the " + ("worst subject" if named else "subject"),
-         "rounds": run.rounds, "members": worst.members_composed, "epsilon": worst.federation_epsilon,
-         "note": who(report.worst_subject, "worst case: sequential across holders")},
-        {"guarantee": "federation at R/sqrt(s) (Thm 3.10)", "rounds": thumb.rounds,
-         "members": composed, "epsilon": thumb.federation_epsilon,
-         "note": (("keeps" if thumb.holds else "exceeds") + " the local epsilon "
-                  + (f"{thumb.local_epsilon:.4g} of subject {thumb.subject}" if named else ""))},
-        {"guarantee": "federation, most rounds within local eps", "rounds": thumb.matching_rounds,
-         "members": composed, "epsilon": None,
-         "note": f"<= {thumb.local_epsilon:.4g}" + (f" (subject {thumb.subject}'s local)" if named else "")},
+        {
+            "guarantee": "local (per member)" + (", max over subjects" if named else ""),
+            "rounds": run.rounds,
+            "members": 1,
+            "epsilon": report.local_epsilon,
+            "note": who(report.local_subject, f"{run.rounds * run.local_steps} steps, other members fixed"),
+        },
+        {
+            "guarantee": f"federation, {k} member(s) hold the " + ("worst subject" if named else "subject"),
+            "rounds": run.rounds,
+            "members": worst.members_composed,
+            "epsilon": worst.federation_epsilon,
+            "note": who(report.worst_subject, "worst case: sequential across holders"),
+        },
+        {
+            "guarantee": "federation at R/sqrt(s) (Thm 3.10)",
+            "rounds": thumb.rounds,
+            "members": composed,
+            "epsilon": thumb.federation_epsilon,
+            "note": (
+                ("keeps" if thumb.holds else "exceeds")
+                + " the local epsilon "
+                + (f"{thumb.local_epsilon:.4g} of subject {thumb.subject}" if named else "")
+            ),
+        },
+        {
+            "guarantee": "federation, most rounds within local eps",
+            "rounds": thumb.matching_rounds,
+            "members": composed,
+            "epsilon": None,
+            "note": f"<= {thumb.local_epsilon:.4g}"
+            + (f" (subject {thumb.subject}'s local)" if named else ""),
+        },
     ]
     if limits is not None:
         every = "every subject, bound by " if named else ""
-        rows.append({"guarantee": f"local, most rounds within {limits.budget:g}", "rounds": limits.local,
-                     "members": 1, "epsilon": None,
-                     "note": f"{every}{limits.local_subject}" if named else None})
-        rows.append({"guarantee": f"federation, most rounds within {limits.budget:g}",
-                     "rounds": limits.federation,
-                     "members": report.subjects[limits.federation_subject].members_composed, "epsilon": None,
-                     "note": f"{every}{limits.federation_subject}" if named else None})
+        rows.append(
+            {
+                "guarantee": f"local, most rounds within {limits.budget:g}",
+                "rounds": limits.local,
+                "members": 1,
+                "epsilon": None,
+                "note": f"{every}{limits.local_subject}" if named else None,
+            }
+        )
+        rows.append(
+            {
+                "guarantee": f"federation, most rounds within {limits.budget:g}",
+                "rounds": limits.federation,
+                "members": report.subjects[limits.federation_subject].members_composed,
+                "epsilon": None,
+                "note": f"{every}{limits.federation_subject}" if named else None,
+            }
+        )
     return rows
 
 
 def _subject_entry(name: str, g: SubjectGuarantee) -> dict:
-    return {"subject": name, "members": len(g.holding), "max_items": max(g.holding),
-            "local_epsilon": g.local_epsilon, "federation_epsilon": g.federation_epsilon}
+    return {
+        "subject": name,
+        "members": len(g.holding),
+        "max_items": max(g.holding),
+        "local_epsilon": g.local_epsilon,
+        "federation_epsilon": g.federation_epsilon,
+    }
 
 
 def _distribution(subjects: dict[str, SubjectGuarantee]) -> list[dict]:
     by_members: dict[int, list[float]] = {}
     for g in subjects.values():
         by_members.setdefault(len(g.holding), []).append(g.federation_epsilon)
-    return [{"members": k, "subjects": len(v), "federation_epsilon": max(v)}
-            for k, v in sorted(by_members.items())]
+    return [
+        {"members": k, "subjects": len(v), "federation_epsilon": max(v)}
+        for k, v in sorted(by_members.items())
+    ]
 
 
-def _assumptions(run, delta, accounting, holdings, subject_items, distribution, alpha, subject_members,
-                 items_per_member, group: bool) -> dict:
+def _assumptions(
+    run,
+    delta,
+    accounting,
+    holdings,
+    subject_items,
+    distribution,
+    alpha,
+    subject_members,
+    items_per_member,
+    group: bool,
+) -> dict:
     how = "RDP curves added" if uses_rdp(accounting["accountant"]) else "one composed PLD"
     out = {
-        "run": (f"N = {run.members} members, s = {run.per_round} per round, R = {run.rounds} rounds, "
-                f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
-                f"sigma = {run.sigma:g}"),
+        "run": (
+            f"N = {run.members} members, s = {run.per_round} per round, R = {run.rounds} rounds, "
+            f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
+            f"sigma = {run.sigma:g}"
+        ),
         "neighbouring": "every item of one subject added or removed, wherever held (Definition 2.3)",
-        "local guarantee": ("per member, locally enforced in the paper's sense (Theorem 3.8): the subject's "
-                            "items at one member change, every other member's data fixed; a member's "
-                            "updates carry the global model, which depends on the subject's items at the "
-                            "other members, so it is a Definition 2.3 (subject-level) bound only for a "
-                            "subject held by one member (the federation-wide rows bound the others)"),
-        "local mechanism": ("HiGradAvgDP: a subject's per-mini-batch contribution bounded by C (Lemma 3.7); "
-                            "a member holding m of its items samples it at 1 - (1 - q)^m per mini-batch "
-                            "(Poisson sampling)"),
-        "member selection": ("no amplification: the server selects the members and knows who took part; "
-                             "a member may take part in every round"),
-        "federation-wide": ("horizontal composition (Theorem 3.9), worst case: every round the "
-                            "min(s, k) holders with most items take part; their mechanisms are composed "
-                            f"exactly ({how})"),
-        "rule of thumb": ("Theorem 3.10's R/sqrt(s) rounds is a heuristic from epsilon ~ sqrt(steps), "
-                          "not a bound; the exact composition is shown beside it"),
+        "local guarantee": (
+            "per member, locally enforced in the paper's sense (Theorem 3.8): the subject's "
+            "items at one member change, every other member's data fixed; a member's "
+            "updates carry the global model, which depends on the subject's items at the "
+            "other members, so it is a Definition 2.3 (subject-level) bound only for a "
+            "subject held by one member (the federation-wide rows bound the others)"
+        ),
+        "local mechanism": (
+            "HiGradAvgDP: a subject's per-mini-batch contribution bounded by C (Lemma 3.7); "
+            "a member holding m of its items samples it at 1 - (1 - q)^m per mini-batch "
+            "(Poisson sampling)"
+        ),
+        "member selection": (
+            "no amplification: the server selects the members and knows who took part; "
+            "a member may take part in every round"
+        ),
+        "federation-wide": (
+            "horizontal composition (Theorem 3.9), worst case: every round the "
+            "min(s, k) holders with most items take part; their mechanisms are composed "
+            f"exactly ({how})"
+        ),
+        "rule of thumb": (
+            "Theorem 3.10's R/sqrt(s) rounds is a heuristic from epsilon ~ sqrt(steps), "
+            "not a bound; the exact composition is shown beside it"
+        ),
         "delta": f"{delta:g}",
         "accounting": accounting_label(**accounting),
     }
     if uses_rdp(accounting["accountant"]):
         out["orders"] = orders_label(accounting["orders"])
     if holdings is not None:
-        out["holdings"] = (f"from {holdings}; epsilons of the worst subject at R rounds (per subject in "
-                           "JSON); round limits and rule of thumb hold for every subject (the least "
-                           "over their holdings)")
+        out["holdings"] = (
+            f"from {holdings}; epsilons of the worst subject at R rounds (per subject in "
+            "JSON); round limits and rule of thumb hold for every subject (the least "
+            "over their holdings)"
+        )
     elif subject_items is not None:
         shape = "uniform" if distribution == "uniform" else f"power, alpha = {alpha:g}"
-        out["holdings"] = (f"{subject_items} items spread over the members ({shape}, expected shares "
-                           "rounded): a model of the spread, not its worst case")
+        out["holdings"] = (
+            f"{subject_items} items spread over the members ({shape}, expected shares "
+            "rounded): a model of the spread, not its worst case"
+        )
     else:
         k = subject_members or run.members
-        out["holdings"] = (f"{k} member(s) hold {items_per_member} item(s) each"
-                           + (" (default: every member holds the subject, one item each; not a worst case "
-                              "over items)" if subject_members is None else ""))
+        out["holdings"] = f"{k} member(s) hold {items_per_member} item(s) each" + (
+            " (default: every member holds the subject, one item each; not a worst case over items)"
+            if subject_members is None
+            else ""
+        )
     if group:
-        out["LocalGroupDP"] = ("per member: sigma_Z for item-level (E/Z, Delta/(Z e^((Z-1)E/Z))) over "
-                               "R x T steps at rate q (Corollary 3.5) gives (E, Delta) at one member for "
-                               "a subject with at most Z items there (locally enforced; it composes "
-                               "across the members holding the subject like the rows above)")
+        out["LocalGroupDP"] = (
+            "per member: sigma_Z for item-level (E/Z, Delta/(Z e^((Z-1)E/Z))) over "
+            "R x T steps at rate q (Corollary 3.5) gives (E, Delta) at one member for "
+            "a subject with at most Z items there (locally enforced; it composes "
+            "across the members holding the subject like the rows above)"
+        )
     out["bound"] = "every epsilon is an upper bound at this delta under these assumptions"
     return out
 
@@ -262,18 +472,24 @@ def _notes(run: FederationRun, report: SubjectReport, named: bool) -> list[str]:
     busiest = report.max_items
     rate = subject_sampling_rate(run.q, busiest)
     whose = f" of subject {thumb.subject}" if named else ""
+    assert thumb.subject is not None  # account_subjects names the binding subject
     composed = report.subjects[thumb.subject].members_composed
-    notes = [f"R/sqrt(s) = {thumb.rounds} rounds gives federation epsilon {thumb.federation_epsilon:.4g} "
-             f"vs local {thumb.local_epsilon:.4g}{whose}; exact composition allows {thumb.matching_rounds} "
-             f"rounds (about R/{composed} = {math.floor(run.rounds / composed)} when {composed} alike "
-             "holders compose every round)",
-             f"the busiest holder has {busiest} of "
-             + (f"subject {report.local_subject}'s items" if named else "the subject's items")
-             + f": it samples the subject at 1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch"]
+    notes = [
+        f"R/sqrt(s) = {thumb.rounds} rounds gives federation epsilon {thumb.federation_epsilon:.4g} "
+        f"vs local {thumb.local_epsilon:.4g}{whose}; exact composition allows {thumb.matching_rounds} "
+        f"rounds (about R/{composed} = {math.floor(run.rounds / composed)} when {composed} alike "
+        "holders compose every round)",
+        f"the busiest holder has {busiest} of "
+        + (f"subject {report.local_subject}'s items" if named else "the subject's items")
+        + f": it samples the subject at 1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch",
+    ]
     short = [g.z for g in report.group_noise if g.z < busiest]
     if short:
-        notes.append(f"LocalGroupDP Z = {', '.join(map(str, short))} "
-                     + ("is" if len(short) == 1 else "are") + f" below the {busiest} items "
-                     + (f"subject {report.local_subject} has" if named else "the subject has")
-                     + f" at one member: sigma_Z does not cover it; use Z = {busiest}")
+        notes.append(
+            f"LocalGroupDP Z = {', '.join(map(str, short))} "
+            + ("is" if len(short) == 1 else "are")
+            + f" below the {busiest} items "
+            + (f"subject {report.local_subject} has" if named else "the subject has")
+            + f" at one member: sigma_Z does not cover it; use Z = {busiest}"
+        )
     return notes
