@@ -4,6 +4,9 @@ One structured record per accounting request: the delta, the accountants that pr
 numbers, the RDP conversion and orders where RDP was used, and each plan's own assumptions
 (algorithm, noise, mechanism, neighbouring relation: `algorithms.Plan.assumptions`).
 `as_dict` gives the labelled lines the CLI prints as the assumptions block and writes to JSON.
+
+Commands whose block has its own order (`uldp dropout`, `uldp subject`, `uldp personalize`) get an
+`AssumptionLines`, built the same way by the library function next to their accounting.
 """
 
 from __future__ import annotations
@@ -44,6 +47,31 @@ class Assumptions:
         out["bound"] = "every epsilon is an upper bound at this delta"
         out.update(self.lines)
         return out
+
+
+@dataclass(frozen=True)
+class AssumptionLines:
+    """Labelled assumption lines in the order they are printed; `as_dict` as for `Assumptions`."""
+
+    lines: tuple[tuple[str, str], ...]
+
+    def as_dict(self) -> dict[str, str]:
+        return dict(self.lines)
+
+    def get(self, label: str) -> str | None:
+        return dict(self.lines).get(label)
+
+
+def uses_rdp(accountant: str) -> bool:
+    """Whether the accountant's figures depend on the RDP conversion and orders."""
+    return accountant_named(accountant).converts_rdp
+
+
+def accounting_label(accountant: str, conversion: str, orders: str) -> str:
+    """'rdp, improved conversion, default orders' or 'pld'."""
+    if not uses_rdp(accountant):
+        return accountant
+    return f"rdp, {conversion} conversion, {orders} orders"
 
 
 def accounting_assumptions(

@@ -38,6 +38,8 @@ import numpy as np
 
 from uldp.errors import InvalidParameter
 
+from .assumptions import AssumptionLines
+from .calibrate import Calibration
 from .personalized import EpsilonCurve
 from .rate_search import (
     BISECT_TOLERANCE,
@@ -296,6 +298,63 @@ def personalize(
         details,
         off,
         int(distinct.size),
+    )
+
+
+def personalization_assumptions(
+    result: Personalization,
+    curve: EpsilonCurve,
+    budgets_source: str,
+    sigma: float,
+    calibration: Calibration | None = None,
+) -> AssumptionLines:
+    """What `result`'s rates and epsilons rest on, in the order `uldp personalize` prints them.
+
+    `budgets_source` says where the budgets came from; `curve` is epsilon*(q) of the run (its
+    own assumptions: mechanism, threat model, conversion); `calibration`, when sigma was
+    calibrated to the largest budget at q_cap.
+    """
+    feasible = result.feasible
+    lines = [
+        (
+            "budgets",
+            f"{budgets_source} ({result.budgets.size} records, "
+            f"{result.distinct} distinct, "
+            f"{result.budgets.min():.4g}..{result.budgets.max():.4g})",
+        ),
+        *curve.assumptions().items(),
+    ]
+    if calibration is not None:
+        lines.append(
+            (
+                "sigma",
+                f"{sigma:g}, calibrated: epsilon*(q_cap = {feasible.q_cap:g}) = "
+                f"{calibration.epsilon:.6g} <= largest budget "
+                f"{result.budgets.max():.6g}",
+            )
+        )
+    lines.append(
+        (
+            "feasible",
+            f"q in [{feasible.q_min:g}, {feasible.q_cap:g}] gives epsilon in "
+            f"[{feasible.epsilon_min:.6g}, {feasible.epsilon_max:.6g}]",
+        )
+    )
+    lines.append(("method", _method_text(result)))
+    return AssumptionLines(tuple(lines))
+
+
+def _method_text(result: Personalization) -> str:
+    if result.method == "exact":
+        return (
+            "exact: largest rate on a geometric grid (ratio 1.001) with epsilon*(q) <= budget; "
+            "epsilon spent is epsilon*(q) of the rate handed out"
+        )
+    if result.method == "bisect":
+        return f"bisect: bisection on q to {result.details['tolerance']:g} per distinct budget"
+    return (
+        "scf: Simulation-CurveFitting (Algorithm 3), fit e^(aq+b)+c on "
+        f"{result.details['scf_points']} rates; rates re-accounted: {result.details['check']}"
     )
 
 

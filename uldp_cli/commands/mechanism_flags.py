@@ -10,8 +10,6 @@ from collections.abc import Callable, Sequence
 
 import click
 
-from uldp.accountants.registry import accountant_named
-
 from ..accounting_options import conversion_option, delta_option, orders_option
 
 
@@ -37,15 +35,3 @@ def mechanism_flags(accountants: Sequence[str]) -> Callable:
         return f
 
     return decorate
-
-
-def accounting_label(accountant: str, conversion: str, orders: str) -> str:
-    """'rdp, improved conversion, default orders' or 'pld'."""
-    if not uses_rdp(accountant):
-        return accountant
-    return f"rdp, {conversion} conversion, {orders} orders"
-
-
-def uses_rdp(accountant: str) -> bool:
-    """Whether the accountant's figures depend on the RDP conversion and orders."""
-    return accountant_named(accountant).converts_rdp

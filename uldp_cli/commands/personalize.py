@@ -18,6 +18,7 @@ from uldp.accountants.personalization import (
     METHODS,
     STATUSES,
     Personalization,
+    personalization_assumptions,
     personalize,
 )
 from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
@@ -327,23 +328,9 @@ def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible,
     feasible = chosen.feasible
     off = chosen.outside
     summaries = [r.summary() for r in results]
-    assumptions = {
-        "budgets": f"{budgets.source} ({chosen.budgets.size} records, "
-        f"{chosen.distinct} distinct, "
-        f"{chosen.budgets.min():.4g}..{chosen.budgets.max():.4g})",
-        **curve.assumptions(),
-    }
-    if calibration is not None:
-        assumptions["sigma"] = (
-            f"{run.sigma:g}, calibrated: epsilon*(q_cap = {feasible.q_cap:g}) = "
-            f"{calibration.epsilon:.6g} <= largest budget "
-            f"{chosen.budgets.max():.6g}"
-        )
-    assumptions["feasible"] = (
-        f"q in [{feasible.q_min:g}, {feasible.q_cap:g}] gives epsilon in "
-        f"[{feasible.epsilon_min:.6g}, {feasible.epsilon_max:.6g}]"
-    )
-    assumptions["method"] = _method_text(chosen)
+    assumptions = personalization_assumptions(
+        chosen, curve, budgets.source, run.sigma, calibration=calibration
+    ).as_dict()
     notes = _notes(summaries, off, feasible, infeasible, out)
     budget_rows = _budget_rows(chosen)
     document = {
@@ -391,20 +378,6 @@ def _overspent_text(s: dict) -> int | str:
     if s["overspent_up_to"] == s["overspent"]:
         return s["overspent"]
     return f"at least {s['overspent']} / up to {s['overspent_up_to']}"
-
-
-def _method_text(result: Personalization) -> str:
-    if result.method == "exact":
-        return (
-            "exact: largest rate on a geometric grid (ratio 1.001) with epsilon*(q) <= budget; "
-            "epsilon spent is epsilon*(q) of the rate handed out"
-        )
-    if result.method == "bisect":
-        return f"bisect: bisection on q to {result.details['tolerance']:g} per distinct budget"
-    return (
-        "scf: Simulation-CurveFitting (Algorithm 3), fit e^(aq+b)+c on "
-        f"{result.details['scf_points']} rates; rates re-accounted: {result.details['check']}"
-    )
 
 
 def _budget_rows(result: Personalization) -> list[dict]:

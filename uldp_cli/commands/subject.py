@@ -15,15 +15,15 @@ from uldp.accountants.horizontal import (
     SubjectReport,
     account_subjects,
 )
-from uldp.accountants.orders import orders_label
 from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
+from uldp.accountants.subject_assumptions import subject_assumptions
 
 from ..config import config_option
 from ..errors import library_errors
 from ..options import PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
 from ..progress import status
 from ..render import emit
-from .mechanism_flags import accounting_label, mechanism_flags, uses_rdp
+from .mechanism_flags import mechanism_flags
 
 COLUMNS = [
     ("guarantee", "guarantee"),
@@ -167,18 +167,18 @@ def command(
         }
         for g in report.group_noise
     ]
-    assumptions = _assumptions(
+    assumptions = subject_assumptions(
         run,
         delta,
-        accounting,
-        holdings,
-        subject_items,
-        distribution,
-        alpha,
-        subject_members,
-        items_per_member,
-        bool(noise),
-    )
+        **accounting,
+        holdings=None if holdings is None else str(holdings),
+        subject_items=subject_items,
+        distribution=distribution,
+        alpha=alpha,
+        subject_members=subject_members,
+        items_per_member=items_per_member,
+        group=bool(noise),
+    ).as_dict()
     rows = _rows(run, report, named)
     document = {
         "command": "subject",
@@ -385,86 +385,6 @@ def _distribution(subjects: dict[str, SubjectGuarantee]) -> list[dict]:
         {"members": k, "subjects": len(v), "federation_epsilon": max(v)}
         for k, v in sorted(by_members.items())
     ]
-
-
-def _assumptions(
-    run,
-    delta,
-    accounting,
-    holdings,
-    subject_items,
-    distribution,
-    alpha,
-    subject_members,
-    items_per_member,
-    group: bool,
-) -> dict:
-    how = "RDP curves added" if uses_rdp(accounting["accountant"]) else "one composed PLD"
-    out = {
-        "run": (
-            f"N = {run.members} members, s = {run.per_round} per round, R = {run.rounds} rounds, "
-            f"T = {run.local_steps} local mini-batches, item rate q = {run.q:g}, "
-            f"sigma = {run.sigma:g}"
-        ),
-        "neighbouring": "every item of one subject added or removed, wherever held (Definition 2.3)",
-        "local guarantee": (
-            "per member, locally enforced in the paper's sense (Theorem 3.8): the subject's "
-            "items at one member change, every other member's data fixed; a member's "
-            "updates carry the global model, which depends on the subject's items at the "
-            "other members, so it is a Definition 2.3 (subject-level) bound only for a "
-            "subject held by one member (the federation-wide rows bound the others)"
-        ),
-        "local mechanism": (
-            "HiGradAvgDP: a subject's per-mini-batch contribution bounded by C (Lemma 3.7); "
-            "a member holding m of its items samples it at 1 - (1 - q)^m per mini-batch "
-            "(Poisson sampling)"
-        ),
-        "member selection": (
-            "no amplification: the server selects the members and knows who took part; "
-            "a member may take part in every round"
-        ),
-        "federation-wide": (
-            "horizontal composition (Theorem 3.9), worst case: every round the "
-            "min(s, k) holders with most items take part; their mechanisms are composed "
-            f"exactly ({how})"
-        ),
-        "rule of thumb": (
-            "Theorem 3.10's R/sqrt(s) rounds is a heuristic from epsilon ~ sqrt(steps), "
-            "not a bound; the exact composition is shown beside it"
-        ),
-        "delta": f"{delta:g}",
-        "accounting": accounting_label(**accounting),
-    }
-    if uses_rdp(accounting["accountant"]):
-        out["orders"] = orders_label(accounting["orders"])
-    if holdings is not None:
-        out["holdings"] = (
-            f"from {holdings}; epsilons of the worst subject at R rounds (per subject in "
-            "JSON); round limits and rule of thumb hold for every subject (the least "
-            "over their holdings)"
-        )
-    elif subject_items is not None:
-        shape = "uniform" if distribution == "uniform" else f"power, alpha = {alpha:g}"
-        out["holdings"] = (
-            f"{subject_items} items spread over the members ({shape}, expected shares "
-            "rounded): a model of the spread, not its worst case"
-        )
-    else:
-        k = subject_members or run.members
-        out["holdings"] = f"{k} member(s) hold {items_per_member} item(s) each" + (
-            " (default: every member holds the subject, one item each; not a worst case over items)"
-            if subject_members is None
-            else ""
-        )
-    if group:
-        out["LocalGroupDP"] = (
-            "per member: sigma_Z for item-level (E/Z, Delta/(Z e^((Z-1)E/Z))) over "
-            "R x T steps at rate q (Corollary 3.5) gives (E, Delta) at one member for "
-            "a subject with at most Z items there (locally enforced; it composes "
-            "across the members holding the subject like the rows above)"
-        )
-    out["bound"] = "every epsilon is an upper bound at this delta under these assumptions"
-    return out
 
 
 def _notes(run: FederationRun, report: SubjectReport, named: bool) -> list[str]:
