@@ -44,13 +44,13 @@ class Budgets:
 def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool) -> Budgets:
     """Budgets from a CSV file with a header; ids from `id_column`, else the row numbers (from 1).
 
-    Every problem is a `click.BadParameter` on --budgets (one line, exit status 2): an unreadable
+    Every problem is a `click.BadParameter` on --epsilon-csv (one line, exit status 2): an unreadable
     file, a missing column, a value that is not a number, a negative, NaN, infinite or empty
     budget (naming the first such row and its id).
     """
 
     def fail(message: str) -> click.BadParameter:
-        return click.BadParameter(f"{path}: {message}", param_hint="'--budgets'")
+        return click.BadParameter(f"{path}: {message}", param_hint="'--epsilon-csv'")
 
     try:
         with open(path, newline="", encoding="utf-8") as handle:
@@ -62,7 +62,7 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
     if budget_column not in header:
         raise fail(
             f"no column {budget_column!r} (columns: {', '.join(header)}); "
-            "name the budget column with --budget-column"
+            "name the budget column with --epsilon-column"
         )
     has_ids = id_column in header
     if id_given and not has_ids:

@@ -12,6 +12,7 @@ from uldp.accountants.dropout_assumptions import dropout_assumptions
 from uldp.accountants.dropout_report import dropout_report
 from uldp.errors import UldpError
 
+from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors
 from ..options import Interval, PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
@@ -47,9 +48,21 @@ CSV_FIELDS = [
 
 
 @click.command("dropout")
-@click.option("--z", "z", type=PositiveFloat(), required=True, help="Noise multiplier z (> 0).")
 @click.option(
-    "--q", type=Probability(), required=True, help="Participant sampling rate per round, in (0, 1]."
+    "--sigma",
+    cls=AliasedOption,
+    aliases=("--z",),
+    type=PositiveFloat(),
+    required=True,
+    help="Noise multiplier (z in the paper), > 0.",
+)
+@click.option(
+    "--user-q",
+    cls=AliasedOption,
+    aliases=("--q",),
+    type=Probability(),
+    required=True,
+    help="User (participant) sampling rate per round, in (0, 1].",
 )
 @comma_list_option(
     "--dropout",
@@ -59,14 +72,16 @@ CSV_FIELDS = [
     help="Dropout rate(s): fraction of the sampled participants lost, in [0, 1).",
 )
 @comma_list_option(
-    "--rounds", "rounds", item_type=PositiveInt(), default=None, help="Round count(s) to account."
+    "--rounds", "rounds", item_type=PositiveInt(), default=None, help="Round count(s) T to account."
 )
 @comma_list_option(
-    "--budget",
-    "budgets",
+    "--epsilon",
+    "epsilons",
+    cls=AliasedOption,
+    aliases=("--budget",),
     item_type=PositiveFloat(),
     default=None,
-    help="Epsilon budget(s): report the most rounds under each.",
+    help="Epsilon budget(s): report the most rounds within each.",
 )
 @click.option(
     "--participants",
@@ -115,11 +130,11 @@ CSV_FIELDS = [
 @format_option
 @config_option
 def command(
-    z,
-    q,
+    sigma,
+    user_q,
     dropouts,
     rounds,
-    budgets,
+    epsilons,
     participants,
     examples,
     n_max,
@@ -141,13 +156,14 @@ def command(
 
     \b
     The paper's Table 2 (50 of 5,000 users, z = 1, delta = 1e-5):
-      uldp dropout --z 1 --q 0.01 --dropout 0,0.1,0.3 --participants 50 \\
-        --rounds 1,10,100,1000,10000,100000 --budget 2,4,8
+      uldp dropout --sigma 1 --user-q 0.01 --dropout 0,0.1,0.3 --participants 50 \\
+        --rounds 1,10,100,1000,10000,100000 --epsilon 2,4,8
     """
-    if not rounds and not budgets:
-        raise click.UsageError("give --rounds (epsilon after those rounds) and/or --budget (most rounds)")
+    z, q = sigma, user_q  # the paper's names, used below
+    if not rounds and not epsilons:
+        raise click.UsageError("give --rounds (epsilon after those rounds) and/or --epsilon (most rounds)")
     dropouts = list(dict.fromkeys(dropouts))
-    rounds, budgets = sorted(set(rounds or [])), sorted(set(budgets or []))
+    rounds, budgets = sorted(set(rounds or [])), sorted(set(epsilons or []))
     with library_errors():
         scenarios = {r: _scenario(r, participants, examples, n_max, n0) for r in dropouts}
     if coalition is not None:

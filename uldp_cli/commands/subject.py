@@ -18,6 +18,7 @@ from uldp.accountants.horizontal import (
 from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
 from uldp.accountants.subject_assumptions import subject_assumptions
 
+from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors
 from ..options import PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
@@ -47,7 +48,13 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
 @click.option("--rounds", type=PositiveInt(), required=True, help="Training rounds R.")
 @click.option("--local-steps", type=PositiveInt(), required=True, help="Local mini-batches T per round.")
 @click.option(
-    "--q", type=Probability(), required=True, help="Item sampling fraction per mini-batch, in (0, 1]."
+    "--record-q",
+    "q",
+    cls=AliasedOption,
+    aliases=("--q",),
+    type=Probability(),
+    required=True,
+    help="Record (item) sampling rate per mini-batch at each member, in (0, 1].",
 )
 @click.option(
     "--sigma",
@@ -60,11 +67,13 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
     "budget",
     type=PositiveFloat(),
     default=None,
-    help="Budget E: the most rounds within it, and LocalGroupDP's target with --group-sizes.",
+    help="Budget E: the most rounds within it, and LocalGroupDP's target with --k.",
 )
 @comma_list_option(
-    "--group-sizes",
+    "--k",
     "group_sizes",
+    cls=AliasedOption,
+    aliases=("--group-sizes",),
     item_type=PositiveInt(),
     default=None,
     help="LocalGroupDP group sizes Z (most items of one subject at a member).",
@@ -130,8 +139,8 @@ def command(
     """Subject-level epsilon of one member and of the whole federation (horizontal composition).
 
     \b
-      uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --q 0.01 --sigma 1
-      uldp subject ... --epsilon 4 --group-sizes 1,2,3,4      # most rounds, LocalGroupDP sigma_Z
+      uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --record-q 0.01 --sigma 1
+      uldp subject ... --epsilon 4 --k 1,2,3,4                # most rounds, LocalGroupDP sigma_Z
       uldp subject ... --holdings items.csv                   # subjects as actually held
     """
     if per_round > n_members:
@@ -139,7 +148,7 @@ def command(
             f"{per_round} is more than --members {n_members}", param_hint="'--per-round'"
         )
     if group_sizes and budget is None:
-        raise click.UsageError("--group-sizes needs --epsilon (LocalGroupDP's target E)")
+        raise click.UsageError("--k needs --epsilon (LocalGroupDP's target E)")
     accounting = {"accountant": accountant, "conversion": conversion, "orders": orders}
     holdings_map = _holdings(
         n_members, subject_members, items_per_member, subject_items, distribution, alpha, holdings
