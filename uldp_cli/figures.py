@@ -29,3 +29,16 @@ def save_png(figure, path: str | os.PathLike[str], *, dpi: float | None = None) 
     figure.savefig(buffer, format="png", **({} if dpi is None else {"dpi": dpi}))
     plt.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def plain_log_ticks(axis) -> None:
+    """Label a log axis at 1, 2, 5 x 10^k in plain numbers (0.5, 2, 50, 1000).
+
+    Matplotlib's default labels only the powers of ten, as 10^k, which leaves a curve spanning
+    less than a decade with one label or none.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())

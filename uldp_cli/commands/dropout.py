@@ -7,15 +7,24 @@ import click
 
 from uldp.accountants.assumptions import accounting_label
 from uldp.accountants.dropout import DropoutRound, participant_weights, rate_only_round, weighted_round
-from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING
+from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING, dropout_epsilon
 from uldp.accountants.dropout_assumptions import dropout_assumptions
 from uldp.accountants.dropout_report import dropout_report
 from uldp.errors import UldpError
 
 from ..aliases import AliasedOption
 from ..config import config_option
+from ..dropout_plot import draw_dropout_plot
 from ..errors import library_errors
-from ..options import Interval, PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
+from ..options import (
+    Interval,
+    OutputFile,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    comma_list_option,
+    format_option,
+)
 from ..progress import status
 from ..render import emit
 from .mechanism_flags import mechanism_flags
@@ -126,6 +135,12 @@ CSV_FIELDS = [
     show_default=True,
     help="Also account with the paper's method (TF-Privacy RDP, classic conversion).",
 )
+@click.option(
+    "--plot",
+    type=OutputFile(),
+    default=None,
+    help="Draw the released model's epsilon against rounds, with and without dropouts, to this PNG.",
+)
 @mechanism_flags(("rdp", "pld", "prv"))
 @format_option
 @config_option
@@ -142,6 +157,7 @@ def command(
     coalition,
     clip,
     paper,
+    plot,
     delta,
     accountant,
     conversion,
@@ -183,6 +199,10 @@ def command(
             progress=update,
         )
 
+        if plot is not None:
+            update("drawing")
+            _plot(plot, z, q, delta, scenarios, rounds, budgets, limits, ours)
+
     known = participants is not None or bool(examples)
     calibration = [_calibration_entry(r, rd, z, clip, known) for r, rd in scenarios.items()]
     assumptions = dropout_assumptions(
@@ -199,6 +219,8 @@ def command(
         coalition=coalition,
     ).as_dict()
     notes = _notes(scenarios, n0)
+    if plot is not None:
+        notes.append(f"plot written to {plot}")
     document = {
         "command": "dropout",
         "assumptions": assumptions,
@@ -218,6 +240,29 @@ def command(
             _csv_rows(results, limits, paper, ours, coalition),
             fmt,
         )
+
+
+def _plot(path, z, q, delta, scenarios, rounds, budgets, limits, ours) -> None:
+    """Epsilon against rounds up to the largest round count asked for or, with budgets only, a
+    little past the most rounds any budget allows."""
+    if rounds:
+        largest = max(rounds)
+    else:
+        reached = [e["max_rounds"] for e in limits if e["max_rounds"]]
+        largest = max(10, int(1.5 * max(reached))) if reached else 10
+    label = accounting_label(**ours)
+    title = f"uldp dropout: sigma = {z:g}, user-q = {q:g}, delta = {delta:g}; {label}"
+    draw_dropout_plot(
+        path,
+        z,
+        scenarios,
+        largest,
+        rounds,
+        budgets,
+        lambda multiplier, t: dropout_epsilon(multiplier, q, t, delta, **ours),
+        ours["accountant"],
+        title,
+    )
 
 
 def _check_coalition(coalition: float, scenarios: dict[float, DropoutRound], participants, examples) -> None:

@@ -29,7 +29,7 @@ from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors, one_line
 from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, delta_option, format_option
-from ..personalize_io import Budgets, draw_plot, read_budgets, write_rates
+from ..personalize_io import OUTPUT_COLUMNS, Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
 
@@ -349,7 +349,7 @@ def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible,
     assumptions = personalization_assumptions(
         chosen, curve, budgets.source, run.sigma, calibration=calibration
     ).as_dict()
-    notes = _notes(summaries, off, feasible, infeasible, out)
+    notes = _notes(summaries, off, feasible, infeasible, out, plot, budgets)
     budget_rows = _budget_rows(chosen)
     document = {
         "command": "personalize",
@@ -422,7 +422,7 @@ def _budget_rows(result: Personalization) -> list[dict]:
     ]
 
 
-def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
+def _notes(summaries, off, feasible, infeasible, out, plot, budgets: Budgets) -> list[str]:
     notes = []
     if off.low or off.high:
         if infeasible == "exclude":
@@ -437,6 +437,11 @@ def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
         notes.append(_method_note(s))
     if out is None:
         notes.append("per-record rates were not written; add --out q.csv")
+    else:
+        columns = ", ".join([budgets.id_name, budgets.budget_name, *OUTPUT_COLUMNS])
+        notes.append(f"per-record rates written to {out} ({budgets.values.size} rows: {columns})")
+    if plot is not None:
+        notes.append(f"plot written to {plot}")
     return notes
 
 
