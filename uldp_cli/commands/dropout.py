@@ -168,10 +168,10 @@ def command(
 
     Without calibration the survivors' noise shares no longer add up to the intended noise
     while the sensitivity grows to 2C/n'; Algorithm 2's calibration (each survivor re-draws its
-    share) restores the multiplier z for the released model.
+    share) restores the noise multiplier sigma (the paper's z) for the released model.
 
     \b
-    The paper's Table 2 (50 of 5,000 users, z = 1, delta = 1e-5):
+    The paper's Table 2 (50 of 5,000 users, z = sigma = 1, delta = 1e-5):
       uldp dropout --sigma 1 --user-q 0.01 --dropout 0,0.1,0.3 --participants 50 \\
         --rounds 1,10,100,1000,10000,100000 --epsilon 2,4,8
     """
