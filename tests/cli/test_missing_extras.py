@@ -118,3 +118,12 @@ def test_a_library_hint_and_a_missing_module_behind_an_error_get_the_checkout_in
 def test_the_install_hint_works_from_a_checkout_and_an_index(extra: str) -> None:
     hint = install_hint(extra)
     assert f"pip install -e '.[{extra}]'" in hint and f"pip install 'uldp[{extra}]'" in hint
+
+
+def test_secure_training_without_phe_names_the_crypto_extra() -> None:
+    args = ["train", "--algo", "uldp-avg-w", "--secure", "--dataset", "heart-disease", "--rounds", "1"]
+    proc = run_without("phe", *args, "--test-keys", "--key-bits", "512", "--threads", "1")
+    assert proc.returncode == 2, proc.stderr
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith("Error: --secure needs the crypto package's Protocol 1")
+    assert line.endswith(f"install the 'crypto' extra: {install_hint('crypto')}")
