@@ -65,8 +65,10 @@ def draw_dropout_plot(
             )
     grid = round_grid(largest, accountant, rounds)
     figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
+    drawn: list[float] = []
     for label, multiplier, style in series:
         values = [epsilon(multiplier, t) for t in grid]
+        drawn.extend(values)
         axes.plot(grid, values, label=f"{label}", **style)
         marks = [(t, v) for t, v in zip(grid, values) if t in rounds]
         if marks:
@@ -75,7 +77,8 @@ def draw_dropout_plot(
         axes.axhline(budget, color="tab:blue", lw=0.9, ls=":")
         axes.annotate(
             f"budget {budget:g}",
-            (1, budget),
+            (0, budget),
+            xycoords=("axes fraction", "data"),
             xytext=(2, 2),
             textcoords="offset points",
             fontsize=7,
@@ -84,8 +87,9 @@ def draw_dropout_plot(
         )
     axes.set_xscale("log")
     axes.set_yscale("log")
-    plain_log_ticks(axes.yaxis)
-    axes.set_xlim(1, largest * 1.05)
+    plain_log_ticks(axes.yaxis, min(drawn), max(drawn))
+    plain_log_ticks(axes.xaxis, 1, largest)
+    axes.set_xlim(0.85, largest * 1.15)  # a margin, so the marks at T = 1 and T = max show whole
     axes.set_xlabel("rounds T")
     axes.set_ylabel("epsilon of the released model (upper bound)")
     axes.set_title(title, fontsize=9)

@@ -30,8 +30,10 @@ def draw_subject_plot(
     count = POINTS.get(accountant, TIGHT_POINTS)
     grid = sorted({*np.unique(np.round(np.geomspace(1, largest, count)).astype(int)).tolist(), rounds})
     figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
+    drawn: list[float] = []
     for label, style in curves:
         values = [epsilon(t, label) for t in grid]
+        drawn.extend(values)
         axes.plot(grid, values, label=label, **style)
         axes.plot([rounds], [values[grid.index(rounds)]], ls="none", marker="o", ms=5, color=style["color"])
     axes.axvline(rounds, color="gray", lw=0.9, ls="--")
@@ -58,8 +60,9 @@ def draw_subject_plot(
         )
     axes.set_xscale("log")
     axes.set_yscale("log")
-    plain_log_ticks(axes.yaxis)
-    axes.set_xlim(1, largest * 1.05)
+    plain_log_ticks(axes.yaxis, min(drawn), max(drawn))
+    plain_log_ticks(axes.xaxis, 1, largest)
+    axes.set_xlim(0.85, largest * 1.15)  # a margin, so the marks at the ends show whole
     axes.set_xlabel("rounds R")
     axes.set_ylabel("subject-level epsilon (upper bound)")
     axes.set_title(title, fontsize=9)

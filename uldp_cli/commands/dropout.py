@@ -246,7 +246,7 @@ def _plot(path, z, q, delta, scenarios, rounds, budgets, limits, ours) -> None:
     """Epsilon against rounds up to the largest round count asked for or, with budgets only, a
     little past the most rounds any budget allows."""
     if rounds:
-        largest = max(rounds)
+        largest = max(*rounds, 10)  # a curve, even when the table asks for one round count
     else:
         reached = [e["max_rounds"] for e in limits if e["max_rounds"]]
         largest = max(10, int(1.5 * max(reached))) if reached else 10

@@ -335,8 +335,8 @@ def _plot(
     qs = np.geomspace(feasible.q_min, feasible.q_cap, 400)
     model = run.threat_model + (", fixed schedule" if run.fixed_schedule else "")
     title = (
-        f"rPDP-FL, {model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
-        f"T = {run.rounds}, lambda = {run.client_rate:g}, delta = {delta:g}"
+        f"rPDP-FL, {model}\nsigma = {run.sigma:g}, local steps tau = {run.local_steps}, "
+        f"T = {run.rounds} rounds, silo-q lambda = {run.client_rate:g}, delta = {delta:g}"
     )
     draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title)
 
