@@ -70,7 +70,7 @@ TIMED_TABLES: tuple[BlockName, ...] = (
     ("personalize.md", "--distribution three-levels --records 10000"),
     ("personalize.md", "--distribution group-100 --records 1000"),
     ("personalize.md", "--distribution individual-1000 --records 1000000"),
-    ("personalize.md", "--budgets b25k.csv"),
+    ("personalize.md", "--epsilon-csv b25k.csv"),
     ("protocol.md", "uldp bench protocol --params 16 --users 10,20,40"),
     ("protocol.md", "uldp bench protocol --params 16,50,107 --users 20"),
 )
@@ -108,7 +108,7 @@ SLOW: dict[BlockName, str] = {
 UNRUNNABLE: dict[BlockName, str] = {
     ("results.md", "--config examples/train-mnist.yaml"): "takes about 2 min, and its losses "
     "follow fresh OS noise (the run has no --noise-seed), so no two runs print the same table",
-    ("personalize.md", "--budgets b25k.csv"): "b25k.csv (25,000 budgets packed around the SCF "
+    ("personalize.md", "--epsilon-csv b25k.csv"): "b25k.csv (25,000 budgets packed around the SCF "
     "fit's crossing) was written by a review script that is not in the repository",
 }
 

@@ -1,8 +1,10 @@
 """`--config FILE.yaml`: option values from a file, overridden by flags on the command line.
 
 The file is a mapping from option names (`target-epsilon` or `target_epsilon`) to values; a
-repeatable option takes a YAML list (`k: [1, 2, 4]`). The values become the command's
-`ctx.default_map`, which Click consults only for options the command line left out.
+repeatable option takes a YAML list (`k: [1, 2, 4]`). An option's old spelling (a hidden alias,
+docs/cli.md) is accepted as a key too, with the same one-line warning as on the command line.
+The values become the command's `ctx.default_map`, which Click consults only for options the
+command line left out.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any, TypeVar
 import click
 import yaml
 
+from uldp.cli.aliases import aliases_of, warn_old_spelling
 from uldp.cli.errors import one_line
 from uldp.cli.options import CommaList
 
@@ -63,12 +66,16 @@ def read_config(path: Path, ctx: click.Context, config_param: click.Parameter) -
         raise fail(f"expected a mapping of option names to values, got {type(data).__name__}")
 
     params = _configurable(ctx.command, config_param)
+    old = _old_spellings(ctx.command, config_param)
     allowed = ", ".join(sorted({_key_name(p) for p in params.values()}))
     values: dict[str, Any] = {}
     for key, value in data.items():
-        param = params.get(str(key).replace("-", "_"))
+        spelling = str(key).replace("-", "_")
+        param = params.get(spelling) or old.get(spelling)
         if param is None or not isinstance(key, str):
             raise fail(f"unknown key {key!r}; allowed keys: {allowed}")
+        if spelling in old and spelling not in params:
+            warn_old_spelling(f"{path}: key {key!r}", f"{_key_name(param)!r}")
         if param.name in values:
             raise fail(f"key {key!r} sets {_key_name(param)!r} a second time")
         values[param.name] = _checked_value(param, key, value, ctx, fail)
@@ -83,9 +90,21 @@ def _configurable(command: click.Command, config_param: click.Parameter) -> dict
         if param is config_param or param.is_eager or param.name is None:
             continue
         long_names = [opt.lstrip("-") for opt in param.opts if opt.startswith("--")]
+        old = {alias.lstrip("-").replace("-", "_") for alias in aliases_of(param)}
         for spelling in (param.name, *long_names):
-            spellings[spelling.replace("-", "_")] = param
+            if spelling.replace("-", "_") not in old:  # a dest named as the old spelling warns too
+                spellings[spelling.replace("-", "_")] = param
     return spellings
+
+
+def _old_spellings(command: click.Command, config_param: click.Parameter) -> dict[str, click.Parameter]:
+    """Every hidden old spelling of an option (dashes as underscores) -> its parameter."""
+    return {
+        alias.lstrip("-").replace("-", "_"): param
+        for param in command.params
+        if param is not config_param
+        for alias in aliases_of(param)
+    }
 
 
 def _key_name(param: click.Parameter) -> str:

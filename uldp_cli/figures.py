@@ -29,3 +29,19 @@ def save_png(figure, path: str | os.PathLike[str], *, dpi: float | None = None) 
     figure.savefig(buffer, format="png", **({} if dpi is None else {"dpi": dpi}))
     plt.close(figure)
     atomic_write_bytes(path, buffer.getvalue())
+
+
+def plain_log_ticks(axis, low: float, high: float) -> None:
+    """Label a log axis spanning [low, high] in plain numbers (0.3, 2, 50, 1000), densely enough
+    that even a span of less than a decade gets several labels.
+
+    Matplotlib's default labels only the powers of ten, as 10^k, which leaves a curve spanning
+    less than a decade with one label or none.
+    """
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    ratio = high / low if low > 0 else float("inf")
+    subs = (1.0,) if ratio > 1e3 else (1.0, 2.0, 5.0) if ratio > 20 else (1.0, 1.5, 2.0, 3.0, 5.0, 7.0)
+    axis.set_major_locator(LogLocator(base=10, subs=subs))
+    axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
+    axis.set_minor_formatter(NullFormatter())

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import itertools
 import os
 import sys
 from collections.abc import Mapping
@@ -18,7 +19,7 @@ from typing import Any
 import click
 
 from uldp import __version__
-from uldp.cli.errors import library_errors, one_line
+from uldp.cli.errors import MissingExtra, library_errors, missing_extra, one_line
 
 COMMANDS_PACKAGE = "uldp.cli.commands"
 
@@ -121,9 +122,21 @@ class LazyGroup(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)
 
     def invoke(self, ctx: click.Context) -> Any:
+        # The words naming the subcommand (`train`, `bench protocol`), read before invoking
+        # consumes them, for the message about a missing extra.
+        words = [*getattr(ctx, "_protected_args", ()), *ctx.args]
+        command = " ".join(["uldp", *itertools.takewhile(lambda w: not w.startswith("-"), words[:2])])
         # Safety net: a ValueError from the library is bad input, never a traceback.
-        with library_errors():
-            return super().invoke(ctx)
+        try:
+            with library_errors():
+                return super().invoke(ctx)
+        except ModuleNotFoundError as error:
+            # The one place a missing optional dependency (torch, phe, mlxtend, ...) is reported:
+            # which extra to install, exit status 2, instead of "internal error".
+            extra = missing_extra(error)
+            if extra is None:
+                raise
+            raise MissingExtra(command, error, extra) from error
 
 
 @click.group(

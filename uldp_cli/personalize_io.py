@@ -44,13 +44,13 @@ class Budgets:
 def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool) -> Budgets:
     """Budgets from a CSV file with a header; ids from `id_column`, else the row numbers (from 1).
 
-    Every problem is a `click.BadParameter` on --budgets (one line, exit status 2): an unreadable
+    Every problem is a `click.BadParameter` on --epsilon-csv (one line, exit status 2): an unreadable
     file, a missing column, a value that is not a number, a negative, NaN, infinite or empty
     budget (naming the first such row and its id).
     """
 
     def fail(message: str) -> click.BadParameter:
-        return click.BadParameter(f"{path}: {message}", param_hint="'--budgets'")
+        return click.BadParameter(f"{path}: {message}", param_hint="'--epsilon-csv'")
 
     try:
         with open(path, newline="", encoding="utf-8") as handle:
@@ -62,7 +62,7 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
     if budget_column not in header:
         raise fail(
             f"no column {budget_column!r} (columns: {', '.join(header)}); "
-            "name the budget column with --budget-column"
+            "name the budget column with --epsilon-column"
         )
     has_ids = id_column in header
     if id_given and not has_ids:
@@ -219,29 +219,73 @@ def _csv_bytes(header: str, table, quoting: str) -> memoryview:
 def draw_plot(
     path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit, result: Personalization, title: str
 ) -> None:
-    """epsilon*(q), the SCF fit, and each record's (q, budget), on a log q axis, as a PNG."""
-    figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
-    axes.plot(qs, epsilons, color="black", lw=1.6, label="epsilon*(q), exact")
-    axes.plot(
-        qs, fit(qs), color="tab:orange", lw=1.2, ls="--", label=f"SCF fit e^(aq+b)+c, R^2 = {fit.r2:.5f}"
+    """epsilon*(q), the SCF fit and each record's (q, budget) on a log q axis, over the fit's
+    error (fit - exact) in a second panel, as a PNG.
+
+    The fit is close to epsilon*(q) where most budgets lie (R^2 near 1), so on the upper panel
+    alone it would hide under the exact curve: it is drawn on top, dashed, and the lower panel
+    shows the difference, whose sign is what matters (below 0 the fit under-states epsilon and
+    a record given the fit's q overspends its budget).
+    """
+    figure, (axes, error_axes) = subplots(
+        nrows=2, sharex=True, figsize=(7.5, 6.2), dpi=120, gridspec_kw={"height_ratios": [3, 1.4]}
     )
+    fitted = fit(qs)
     used = np.flatnonzero(result.q > 0)
     if used.size > PLOT_POINTS:
         used = np.sort(np.random.default_rng(0).choice(used, PLOT_POINTS, replace=False))
     axes.scatter(
         result.q[used],
         result.budgets[used],
-        s=6,
+        s=14,
         color="tab:blue",
-        alpha=0.5,
+        alpha=0.35,
+        linewidths=0,
+        zorder=1,
         label=f"records (q, budget), {result.method}",
+    )
+    axes.plot(qs, epsilons, color="black", lw=2.4, zorder=2, label="epsilon*(q), exact")
+    axes.plot(
+        qs,
+        fitted,
+        color="tab:orange",
+        lw=1.6,
+        ls=(0, (4, 3)),
+        zorder=3,
+        label=f"SCF fit e^(aq+b)+c, R^2 = {fit.r2:.5f}",
     )
     axes.set_xscale("log")
     # The budgets are what the plot is about; epsilon*(q) may climb far above them near q = 1.
     axes.set_ylim(0, 1.15 * max(float(result.budgets.max()), float(epsilons[0])))
-    axes.set_xlabel("sampling probability q")
-    axes.set_ylabel("epsilon")
+    axes.set_ylabel("epsilon at delta")
     axes.set_title(title, fontsize=9)
-    axes.grid(True, which="both", alpha=0.3)
+    axes.grid(True, which="major", alpha=0.3)
     axes.legend(fontsize=8, loc="upper left")
+
+    difference = fitted - epsilons
+    error_axes.axhline(0.0, color="black", lw=0.8)
+    error_axes.plot(qs, difference, color="tab:orange", lw=1.4)
+    error_axes.fill_between(qs, difference, 0.0, where=difference < 0, color="tab:red", alpha=0.25, lw=0)
+    error_axes.set_ylim(*_error_limits(qs, difference, result.q[used]))
+    error_axes.set_xlabel("sampling probability q")
+    error_axes.set_ylabel("SCF fit - exact (epsilon)", fontsize=9)
+    # A title rather than a legend: nothing in the panel is covered by it.
+    error_axes.set_title(
+        "shaded: the fit is below epsilon*(q), so a record given the fit's q overspends",
+        fontsize=8,
+        loc="left",
+    )
+    error_axes.grid(True, which="major", alpha=0.3)
     save_png(figure, path)
+
+
+def _error_limits(qs: np.ndarray, difference: np.ndarray, record_qs: np.ndarray) -> tuple[float, float]:
+    """y limits of the error panel: the difference over the records' q range (where the fit is
+    used), with a margin, so a fit that runs away near q = 1 does not flatten the rest."""
+    inside = (qs >= record_qs.min()) & (qs <= record_qs.max()) if record_qs.size else np.ones_like(qs, bool)
+    shown = difference[inside] if inside.any() else difference
+    shown = shown[np.isfinite(shown)]
+    if shown.size == 0:
+        return -1.0, 1.0
+    reach = max(float(np.abs(shown).max()), 1e-12) * 1.15
+    return -reach, reach

@@ -10,14 +10,14 @@ from uldp.accountants.dropout_accounting import dropout_epsilon, server_epsilon,
 from .invoke import command_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-BASE = ["--z", "1", "--q", "0.01"]
+BASE = ["--sigma", "1", "--user-q", "0.01"]
 
 
 run, run_json = command_runner("dropout")
 
 
 def test_json_contract_and_library_agreement():
-    doc = run_json(*BASE, "--dropout", "0,0.3", "--rounds", "10,1000", "--budget", "4")
+    doc = run_json(*BASE, "--dropout", "0,0.3", "--rounds", "10,1000", "--epsilon", "4")
     assert len(doc["results"]) == 2 * 2 * 2 and len(doc["max_rounds"]) == 2 * 2
     for entry in doc["results"]:
         assert {"dropout", "rounds", "calibrated", "epsilon"} <= entry.keys()
@@ -79,7 +79,7 @@ def test_weighted_participants_lose_the_heaviest():
 
 
 def test_table_and_csv():
-    result = run(*BASE, "--dropout", "0,0.1", "--rounds", "100", "--budget", "2")
+    result = run(*BASE, "--dropout", "0,0.1", "--rounds", "100", "--epsilon", "2")
     assert result.exit_code == 0, result.output
     for text in (
         "epsilon after T rounds",
@@ -172,7 +172,7 @@ def test_colluding_survivors_get_their_own_rows():
         "50",
         "--rounds",
         "100",
-        "--budget",
+        "--epsilon",
         "8",
         "--colluding",
         "10",

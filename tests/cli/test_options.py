@@ -113,7 +113,7 @@ def test_comma_list_accepts_yaml_shapes() -> None:
             "three-levels",
             "--sigma",
             "20",
-            "--tau",
+            "--local-steps",
             "1",
             "--rounds",
             "1",

@@ -9,7 +9,7 @@ from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
 
 from .invoke import command_runner
 
-RUN = ["--tau", "10", "--rounds", "50"]
+RUN = ["--local-steps", "10", "--rounds", "50"]
 
 
 run, run_json = command_runner("personalize")
@@ -33,7 +33,7 @@ def test_csv_round_trip_keeps_ids_and_reports_what_each_record_spends(tmp_path):
     budgets = [0.5, 1.0, 2.0, 3.0, 1.0]
     src = write_budgets(tmp_path / "b.csv", zip(ids, budgets))
     out = tmp_path / "q.csv"
-    doc = run_json("--budgets", src, "--sigma", "5", *RUN, "--out", str(out))
+    doc = run_json("--epsilon-csv", src, "--sigma", "5", *RUN, "--out", str(out))
     rows = read_rows(out)
     assert [r["id"] for r in rows] == ids  # verbatim: leading zeros, commas, quotes
     assert [float(r["epsilon"]) for r in rows] == budgets
@@ -47,14 +47,14 @@ def test_csv_round_trip_keeps_ids_and_reports_what_each_record_spends(tmp_path):
 
     # Reading its own output back (id column given) gives the same rates.
     again = tmp_path / "q2.csv"
-    run_json("--budgets", str(out), "--id-column", "id", "--sigma", "5", *RUN, "--out", str(again))
+    run_json("--epsilon-csv", str(out), "--id-column", "id", "--sigma", "5", *RUN, "--out", str(again))
     assert read_rows(again) == rows
 
 
 def test_rows_without_an_id_column_are_numbered(tmp_path):
     src = write_budgets(tmp_path / "b.csv", [[1.0], [2.0]], header=("eps",))
     out = tmp_path / "q.csv"
-    run_json("--budgets", src, "--budget-column", "eps", "--sigma", "5", *RUN, "--out", str(out))
+    run_json("--epsilon-csv", src, "--epsilon-column", "eps", "--sigma", "5", *RUN, "--out", str(out))
     assert [r["row"] for r in read_rows(out)] == ["1", "2"]
 
 
@@ -105,11 +105,11 @@ def test_server_threat_model_is_untrusted_unless_the_schedule_is_fixed():
         "--records",
         "100",
         "--calibrate-sigma",
-        "--tau",
+        "--local-steps",
         "10",
         "--rounds",
         "20",
-        "--client-rate",
+        "--silo-q",
         "0.2",
     ]
     untrusted = run_json(*args)
@@ -128,7 +128,7 @@ def test_server_threat_model_is_untrusted_unless_the_schedule_is_fixed():
     "extra,words",
     [
         (["--fixed-schedule"], "server only"),
-        (["--fixed-schedule", "--threat-model", "server", "--client-rate", "0.001"], "round("),
+        (["--fixed-schedule", "--threat-model", "server", "--silo-q", "0.001"], "round("),
     ],
 )
 def test_fixed_schedule_needs_the_server_model_and_a_round(extra, words):
@@ -161,7 +161,7 @@ def test_scf_always_says_what_it_checked_and_marks_overspending_records(tmp_path
     assert any(note.startswith("scf: ") and "OVERSPEND" in note for note in doc["notes"])
     # No overspending (every budget capped): the note is still there, the fit is still no bound.
     src = write_budgets(tmp_path / "b.csv", [["a", 1e4], ["b", 2e4]])
-    doc = run_json("--budgets", src, "--sigma", "3", *RUN, "--method", "scf")
+    doc = run_json("--epsilon-csv", src, "--sigma", "3", *RUN, "--method", "scf")
     assert any(
         note.startswith("scf: no record overspends") and "not a bound" in note for note in doc["notes"]
     )
@@ -178,7 +178,7 @@ def test_exact_and_bisect_notes_say_what_was_compared_not_re_checked():
 
 def test_infeasible_budgets_are_reported_and_fail_on_request(tmp_path):
     src = write_budgets(tmp_path / "b.csv", [["a", 0.01], ["b", 1.0], ["c", 1e5]])
-    args = ["--budgets", src, "--sigma", "1", "--tau", "50", "--rounds", "50", "--client-rate", "0.5"]
+    args = ["--epsilon-csv", src, "--sigma", "1", "--local-steps", "50", "--rounds", "50", "--silo-q", "0.5"]
     out = tmp_path / "q.csv"
     doc = run_json(*args, "--out", str(out))
     assert doc["infeasible"]["below"] == 1 and doc["infeasible"]["above"] == 1
@@ -197,7 +197,7 @@ def test_plot_is_a_png(tmp_path):
 
 def test_config_file(tmp_path):
     config = tmp_path / "p.yaml"
-    config.write_text("distribution: group-3\nsigma: 4\ntau: 10\nrounds: 50\nmethod: bisect\n")
+    config.write_text("distribution: group-3\nsigma: 4\nlocal-steps: 10\nrounds: 50\nmethod: bisect\n")
     doc = run_json("--config", str(config))
     assert doc["methods"][0]["method"] == "bisect" and doc["sigma"] == 4
 
@@ -215,23 +215,23 @@ def _bad_files(tmp_path):
 @pytest.mark.parametrize(
     "case,extra,option,words",
     [
-        ("negative", [], "--budgets", "row 2 (id b): budget -1.0"),
-        ("nan", [], "--budgets", "row 1 (id a): budget nan"),
-        ("empty", [], "--budgets", "row 1 (id a): budget missing"),
-        ("text", [], "--budgets", "lots"),
-        ("column", [], "--budgets", "no column 'epsilon'"),
-        ("column", ["--budget-column", "eps", "--id-column", "user"], "--budgets", "no column 'user'"),
+        ("negative", [], "--epsilon-csv", "row 2 (id b): budget -1.0"),
+        ("nan", [], "--epsilon-csv", "row 1 (id a): budget nan"),
+        ("empty", [], "--epsilon-csv", "row 1 (id a): budget missing"),
+        ("text", [], "--epsilon-csv", "lots"),
+        ("column", [], "--epsilon-csv", "no column 'epsilon'"),
+        ("column", ["--epsilon-column", "eps", "--id-column", "user"], "--epsilon-csv", "no column 'user'"),
         (None, ["--q-cap", "0"], "--q-cap", "not in (0, 1]"),
         (None, ["--q-cap", "1.5"], "--q-cap", "not in (0, 1]"),
         (None, ["--q-min", "0.5", "--q-cap", "0.1"], "--q-min", "above --q-cap"),
         (None, ["--sigma", "-1"], "--sigma", "not in"),
-        (None, ["--client-rate", "2"], "--client-rate", "not in (0, 1]"),
+        (None, ["--silo-q", "2"], "--silo-q", "not in (0, 1]"),
         (None, ["--out", "/nonexistent-dir/q.csv"], "--out", "does not exist"),
         (None, ["--plot", "/nonexistent-dir/c.png"], "--plot", "does not exist"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, case, extra, option, words):
-    source = ["--budgets", _bad_files(tmp_path)[case]] if case else ["--distribution", "group-3"]
+    source = ["--epsilon-csv", _bad_files(tmp_path)[case]] if case else ["--distribution", "group-3"]
     sigma = [] if "--sigma" in extra else ["--sigma", "3"]
     result = run(*source, *sigma, *RUN, *extra)
     assert result.exit_code == 2
@@ -244,7 +244,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, case, extra, option, words):
 @pytest.mark.parametrize(
     "args,words",
     [
-        (["--sigma", "3"], "exactly one of --budgets"),
+        (["--sigma", "3"], "exactly one of --epsilon-csv"),
         (["--distribution", "group-3"], "exactly one of --sigma or --calibrate-sigma"),
         (["--distribution", "group-3", "--sigma", "3", "--calibrate-sigma"], "exactly one of --sigma"),
     ],
@@ -261,14 +261,14 @@ def test_without_pyarrow_the_csv_module_gives_the_same_files(tmp_path, monkeypat
     ids = ["alice", "b,ob", "007", 'x"y', "42"]
     src = write_budgets(tmp_path / "b.csv", zip(ids, [0.5, 1.0, 2.0, 3.0, 1.0]))
     fast, slow = tmp_path / "fast.csv", tmp_path / "slow.csv"
-    run_json("--budgets", src, "--sigma", "5", *RUN, "--out", str(fast))
+    run_json("--epsilon-csv", src, "--sigma", "5", *RUN, "--out", str(fast))
     monkeypatch.setattr(personalize_io, "_pyarrow", lambda: False)
-    run_json("--budgets", src, "--sigma", "5", *RUN, "--out", str(slow))
+    run_json("--epsilon-csv", src, "--sigma", "5", *RUN, "--out", str(slow))
     fast_rows, slow_rows = read_rows(fast), read_rows(slow)
     assert [r["id"] for r in slow_rows] == ids
     for a, b in zip(fast_rows, slow_rows):
         assert a["id"] == b["id"] and a["status"] == b["status"]
         assert all(float(a[k]) == float(b[k]) for k in ("epsilon", "q", "epsilon_spent"))
     bad = write_budgets(tmp_path / "bad.csv", [["a", "1"], ["b", "lots"]])
-    result = run("--budgets", bad, "--sigma", "5", *RUN)
+    result = run("--epsilon-csv", bad, "--sigma", "5", *RUN)
     assert result.exit_code == 2 and "row 2: budget 'lots' is not a number" in result.output

@@ -18,7 +18,7 @@ BASE = [
     "50",
     "--local-steps",
     "10",
-    "--q",
+    "--record-q",
     "0.01",
     "--sigma",
     "1",
@@ -30,7 +30,7 @@ run, run_json = command_runner("subject")
 
 
 def test_json_contract_worst_case():
-    doc = run_json(*BASE, "--epsilon", "4", "--group-sizes", "1,3")
+    doc = run_json(*BASE, "--epsilon", "4", "--k", "1,3")
     expected = subject_guarantee(RUN, [1] * 16, 1e-5)
     assert doc["local_epsilon"] == pytest.approx(expected.local_epsilon, rel=1e-12)
     assert doc["federation_epsilon"] == pytest.approx(expected.federation_epsilon, rel=1e-12)
@@ -73,9 +73,9 @@ def test_table_and_config():
     "args, needle",
     [
         (["--per-round", "17"], "--per-round"),
-        (["--group-sizes", "2"], "--epsilon"),
+        (["--k", "2"], "--epsilon"),
         (["--subject-members", "20"], "--subject-members"),
-        (["--q", "0"], "--q"),
+        (["--record-q", "0"], "--record-q"),
         (["--alpha", "2"], "--subject-items"),
         (["--subject-items", "5", "--distribution", "power"], "--alpha"),
         (["--subject-items", "5", "--alpha", "2"], "--alpha"),
@@ -104,7 +104,7 @@ PAPER = [
     "16",
     "--local-steps",
     "10",
-    "--q",
+    "--record-q",
     "0.01",
     "--sigma",
     "1",
@@ -167,7 +167,7 @@ def test_holdings_without_the_header_is_refused(tmp_path, text):
 
 
 def test_huge_budget_for_local_group_dp_is_one_line():
-    result = run(*BASE, "--epsilon", "2000", "--group-sizes", "2")
+    result = run(*BASE, "--epsilon", "2000", "--k", "2")
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
     assert (
@@ -179,12 +179,10 @@ def test_huge_budget_for_local_group_dp_is_one_line():
 def test_local_group_dp_is_per_member_and_warns_on_a_small_z(tmp_path):
     path = tmp_path / "h.csv"
     path.write_text(WIDE + "deep,m1\n" * 3)
-    output = " ".join(
-        run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "2,3").output.split()
-    )
+    output = " ".join(run(*PAPER, "--rounds", "100", "--holdings", str(path), "--k", "2,3").output.split())
     assert "LocalGroupDP noise per member" in output
     assert "Z = 2 is below the 3 items subject deep has at one member" in output and "use Z = 3" in output
-    enough = run(*PAPER, "--rounds", "100", "--holdings", str(path), "--group-sizes", "3").output
+    enough = run(*PAPER, "--rounds", "100", "--holdings", str(path), "--k", "3").output
     assert "use Z =" not in " ".join(enough.split())
 
 

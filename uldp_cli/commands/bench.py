@@ -238,7 +238,15 @@ def _document(run) -> dict:
     return doc
 
 
+# Fig. 11's three timed phases: one colour each, the same in both panels.
+PLOT_PHASES = {"silo_weighting": "tab:blue", "aggregation": "tab:orange", "key_exchange": "tab:green"}
+# The other axis's values (users in the d panel, d in the users panel): one line style each.
+SERIES_STYLES = [("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")]
+
+
 def _plot(runs, path: Path) -> None:
+    from matplotlib.lines import Line2D
+
     from ..figures import save_png, subplots
 
     # One panel per swept axis (Fig. 11: top against d, bottom against |U|); an axis with a
@@ -248,23 +256,45 @@ def _plot(runs, path: Path) -> None:
         for x, other in (("params", "users"), ("users", "params"))
         if len({getattr(r, x) for r in runs}) > 1
     ] or [("params", "users")]
-    fig, axes = subplots(ncols=len(panels), figsize=(5.5 * len(panels), 4), squeeze=False)
+    fig, axes = subplots(ncols=len(panels), figsize=(5.5 * len(panels), 4.6), squeeze=False)
     for ax, (x_key, series_key) in zip(axes[0], panels):
-        for value in sorted({getattr(r, series_key) for r in runs}):
+        values = sorted({getattr(r, series_key) for r in runs})
+        for i, value in enumerate(values):
             chosen = sorted(
                 (r for r in runs if getattr(r, series_key) == value), key=lambda r: getattr(r, x_key)
             )
             xs = [getattr(r, x_key) for r in chosen]
-            for phase, style in (("silo_weighting", "-o"), ("aggregation", "--s"), ("key_exchange", ":^")):
-                ax.plot(
-                    xs,
-                    [r.seconds[phase] for r in chosen],
-                    style,
-                    label=f"{PHASE_LABELS[phase]}, {series_key} = {value}",
-                )
+            line, marker = SERIES_STYLES[i % len(SERIES_STYLES)]
+            for phase, colour in PLOT_PHASES.items():
+                ax.plot(xs, [r.seconds[phase] for r in chosen], ls=line, marker=marker, color=colour, ms=5)
         ax.set_xlabel("model parameters d" if x_key == "params" else "users |U|")
         ax.set_ylabel("seconds")
+        ax.set_ylim(bottom=0)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
-    fig.suptitle("ULDP-FL Protocol 1: execution time per phase")
+        # Legends below the panel, never over the curves: colour = phase, line style = the
+        # other axis's value.
+        name = "|U|" if series_key == "users" else "d"
+        styles = [
+            Line2D(
+                [],
+                [],
+                color="gray",
+                ls=SERIES_STYLES[i % len(SERIES_STYLES)][0],
+                marker=SERIES_STYLES[i % len(SERIES_STYLES)][1],
+                label=f"{name} = {value}",
+            )
+            for i, value in enumerate(values)
+        ]
+        phases = [Line2D([], [], color=c, lw=2, label=PHASE_LABELS[p]) for p, c in PLOT_PHASES.items()]
+        below = ax.legend(
+            handles=phases, fontsize=7, loc="upper left", bbox_to_anchor=(0.0, -0.14), frameon=False
+        )
+        ax.add_artist(below)
+        ax.legend(handles=styles, fontsize=7, loc="upper right", bbox_to_anchor=(1.0, -0.14), frameon=False)
+    first = runs[0]
+    fig.suptitle(
+        f"ULDP-FL Protocol 1 (cf. Fig. 11): seconds per phase, {first.key_bits}-bit Paillier, "
+        f"|S| = {first.silos} silos",
+        fontsize=10,
+    )
     save_png(fig, path, dpi=120)

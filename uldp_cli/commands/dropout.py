@@ -7,14 +7,24 @@ import click
 
 from uldp.accountants.assumptions import accounting_label
 from uldp.accountants.dropout import DropoutRound, participant_weights, rate_only_round, weighted_round
-from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING
+from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING, dropout_epsilon
 from uldp.accountants.dropout_assumptions import dropout_assumptions
 from uldp.accountants.dropout_report import dropout_report
 from uldp.errors import UldpError
 
+from ..aliases import AliasedOption
 from ..config import config_option
+from ..dropout_plot import draw_dropout_plot
 from ..errors import library_errors
-from ..options import Interval, PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
+from ..options import (
+    Interval,
+    OutputFile,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    comma_list_option,
+    format_option,
+)
 from ..progress import status
 from ..render import emit
 from .mechanism_flags import mechanism_flags
@@ -47,9 +57,21 @@ CSV_FIELDS = [
 
 
 @click.command("dropout")
-@click.option("--z", "z", type=PositiveFloat(), required=True, help="Noise multiplier z (> 0).")
 @click.option(
-    "--q", type=Probability(), required=True, help="Participant sampling rate per round, in (0, 1]."
+    "--sigma",
+    cls=AliasedOption,
+    aliases=("--z",),
+    type=PositiveFloat(),
+    required=True,
+    help="Noise multiplier (z in the paper), > 0.",
+)
+@click.option(
+    "--user-q",
+    cls=AliasedOption,
+    aliases=("--q",),
+    type=Probability(),
+    required=True,
+    help="User (participant) sampling rate per round, in (0, 1].",
 )
 @comma_list_option(
     "--dropout",
@@ -59,14 +81,16 @@ CSV_FIELDS = [
     help="Dropout rate(s): fraction of the sampled participants lost, in [0, 1).",
 )
 @comma_list_option(
-    "--rounds", "rounds", item_type=PositiveInt(), default=None, help="Round count(s) to account."
+    "--rounds", "rounds", item_type=PositiveInt(), default=None, help="Round count(s) T to account."
 )
 @comma_list_option(
-    "--budget",
-    "budgets",
+    "--epsilon",
+    "epsilons",
+    cls=AliasedOption,
+    aliases=("--budget",),
     item_type=PositiveFloat(),
     default=None,
-    help="Epsilon budget(s): report the most rounds under each.",
+    help="Epsilon budget(s): report the most rounds within each.",
 )
 @click.option(
     "--participants",
@@ -111,15 +135,21 @@ CSV_FIELDS = [
     show_default=True,
     help="Also account with the paper's method (TF-Privacy RDP, classic conversion).",
 )
+@click.option(
+    "--plot",
+    type=OutputFile(),
+    default=None,
+    help="Draw the released model's epsilon against rounds, with and without dropouts, to this PNG.",
+)
 @mechanism_flags(("rdp", "pld", "prv"))
 @format_option
 @config_option
 def command(
-    z,
-    q,
+    sigma,
+    user_q,
     dropouts,
     rounds,
-    budgets,
+    epsilons,
     participants,
     examples,
     n_max,
@@ -127,6 +157,7 @@ def command(
     coalition,
     clip,
     paper,
+    plot,
     delta,
     accountant,
     conversion,
@@ -137,17 +168,18 @@ def command(
 
     Without calibration the survivors' noise shares no longer add up to the intended noise
     while the sensitivity grows to 2C/n'; Algorithm 2's calibration (each survivor re-draws its
-    share) restores the multiplier z for the released model.
+    share) restores the noise multiplier sigma (the paper's z) for the released model.
 
     \b
-    The paper's Table 2 (50 of 5,000 users, z = 1, delta = 1e-5):
-      uldp dropout --z 1 --q 0.01 --dropout 0,0.1,0.3 --participants 50 \\
-        --rounds 1,10,100,1000,10000,100000 --budget 2,4,8
+    The paper's Table 2 (50 of 5,000 users, z = sigma = 1, delta = 1e-5):
+      uldp dropout --sigma 1 --user-q 0.01 --dropout 0,0.1,0.3 --participants 50 \\
+        --rounds 1,10,100,1000,10000,100000 --epsilon 2,4,8
     """
-    if not rounds and not budgets:
-        raise click.UsageError("give --rounds (epsilon after those rounds) and/or --budget (most rounds)")
+    z, q = sigma, user_q  # the paper's names, used below
+    if not rounds and not epsilons:
+        raise click.UsageError("give --rounds (epsilon after those rounds) and/or --epsilon (most rounds)")
     dropouts = list(dict.fromkeys(dropouts))
-    rounds, budgets = sorted(set(rounds or [])), sorted(set(budgets or []))
+    rounds, budgets = sorted(set(rounds or [])), sorted(set(epsilons or []))
     with library_errors():
         scenarios = {r: _scenario(r, participants, examples, n_max, n0) for r in dropouts}
     if coalition is not None:
@@ -167,6 +199,10 @@ def command(
             progress=update,
         )
 
+        if plot is not None:
+            update("drawing")
+            _plot(plot, z, q, delta, scenarios, rounds, budgets, limits, ours)
+
     known = participants is not None or bool(examples)
     calibration = [_calibration_entry(r, rd, z, clip, known) for r, rd in scenarios.items()]
     assumptions = dropout_assumptions(
@@ -183,6 +219,8 @@ def command(
         coalition=coalition,
     ).as_dict()
     notes = _notes(scenarios, n0)
+    if plot is not None:
+        notes.append(f"plot written to {plot}")
     document = {
         "command": "dropout",
         "assumptions": assumptions,
@@ -202,6 +240,29 @@ def command(
             _csv_rows(results, limits, paper, ours, coalition),
             fmt,
         )
+
+
+def _plot(path, z, q, delta, scenarios, rounds, budgets, limits, ours) -> None:
+    """Epsilon against rounds up to the largest round count asked for or, with budgets only, a
+    little past the most rounds any budget allows."""
+    if rounds:
+        largest = max(*rounds, 10)  # a curve, even when the table asks for one round count
+    else:
+        reached = [e["max_rounds"] for e in limits if e["max_rounds"]]
+        largest = max(10, int(1.5 * max(reached))) if reached else 10
+    label = accounting_label(**ours)
+    title = f"uldp dropout: sigma = {z:g}, user-q = {q:g}, delta = {delta:g}; {label}"
+    draw_dropout_plot(
+        path,
+        z,
+        scenarios,
+        largest,
+        rounds,
+        budgets,
+        lambda multiplier, t: dropout_epsilon(multiplier, q, t, delta, **ours),
+        ours["accountant"],
+        title,
+    )
 
 
 def _check_coalition(coalition: float, scenarios: dict[float, DropoutRound], participants, examples) -> None:

@@ -25,10 +25,11 @@ from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSam
 from uldp.accountants.personalized import calibrate_sigma as calibrate_noise
 from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
 
+from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors, one_line
 from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, delta_option, format_option
-from ..personalize_io import Budgets, draw_plot, read_budgets, write_rates
+from ..personalize_io import OUTPUT_COLUMNS, Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
 
@@ -81,28 +82,33 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 
 @click.command("personalize")
 @click.option(
-    "--budgets",
+    "--epsilon-csv",
     "budgets_path",
+    cls=AliasedOption,
+    aliases=("--budgets",),
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="CSV file of per-record budgets (with a header line).",
+    help="CSV file of per-record epsilon budgets (with a header line).",
 )
 @click.option(
-    "--budget-column",
+    "--epsilon-column",
+    "budget_column",
+    cls=AliasedOption,
+    aliases=("--budget-column",),
     default="epsilon",
     show_default=True,
-    help="Column of --budgets holding each record's epsilon.",
+    help="Column of --epsilon-csv holding each record's epsilon budget.",
 )
 @click.option(
     "--id-column",
     default=None,
-    help="Column of --budgets naming the records [default: id, else row numbers].",
+    help="Column of --epsilon-csv naming the records [default: id, else row numbers].",
 )
 @click.option(
     "--distribution",
     type=click.Choice(list(DISTRIBUTIONS)),
     default=None,
-    help="Draw the budgets from an rPDP-FL preset instead of --budgets.",
+    help="Draw the budgets from an rPDP-FL preset instead of --epsilon-csv.",
 )
 @click.option(
     "--records",
@@ -120,14 +126,25 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     is_flag=True,
     help="Choose sigma so that the largest budget is reached at q = --q-cap.",
 )
-@click.option("--tau", type=PositiveInt(), required=True, help="Local DP-SGD steps per round.")
+@click.option(
+    "--local-steps",
+    "tau",
+    cls=AliasedOption,
+    aliases=("--tau",),
+    type=PositiveInt(),
+    required=True,
+    help="Local DP-SGD steps tau per round.",
+)
 @click.option("--rounds", type=PositiveInt(), required=True, help="Federated rounds T.")
 @click.option(
-    "--client-rate",
+    "--silo-q",
+    "client_rate",
+    cls=AliasedOption,
+    aliases=("--client-rate",),
     type=Probability(),
     default=1.0,
     show_default=True,
-    help="Client sampling probability lambda per round, in (0, 1].",
+    help="Silo (client) sampling rate lambda per round, in (0, 1].",
 )
 @delta_option
 @click.option(
@@ -230,16 +247,17 @@ def command(
     """Per-record sampling probabilities q from per-record budgets (rPDP-FL, slides ch. 3).
 
     Each record gets the largest q whose epsilon*(q), over T rounds of tau DP-SGD steps with
-    client sampling lambda, stays within its budget.
+    silo (client) sampling lambda, stays within its budget.
 
     \b
-      uldp personalize --distribution group-3 --sigma 1.2 --tau 10 --rounds 50
-      uldp personalize --budgets budgets.csv --calibrate-sigma --tau 10 --rounds 50 --out q.csv
-      uldp personalize --distribution individual-1000 --calibrate-sigma --tau 10 --rounds 50 \\
-          --compare --plot curve.png
+      uldp personalize --distribution group-3 --sigma 1.2 --local-steps 10 --rounds 50
+      uldp personalize --epsilon-csv budgets.csv --calibrate-sigma --local-steps 10 --rounds 50 \\
+          --out q.csv
+      uldp personalize --distribution individual-1000 --calibrate-sigma --local-steps 10 \\
+          --rounds 50 --compare --plot curve.png
     """
     if (budgets_path is None) == (distribution is None):
-        raise click.UsageError("give exactly one of --budgets FILE.csv or --distribution NAME")
+        raise click.UsageError("give exactly one of --epsilon-csv FILE.csv or --distribution NAME")
     if (sigma is None) == (not calibrate_sigma):
         raise click.UsageError("give exactly one of --sigma or --calibrate-sigma")
     if q_min > q_cap:
@@ -248,7 +266,7 @@ def command(
         raise click.BadParameter("applies to --threat-model server only", param_hint="'--fixed-schedule'")
     if fixed_schedule and client_rate * rounds < 0.5:
         raise click.BadParameter(
-            f"needs round(--client-rate x --rounds) >= 1 rounds, got round({client_rate:g} x {rounds}) = 0",
+            f"needs round(--silo-q x --rounds) >= 1 rounds, got round({client_rate:g} x {rounds}) = 0",
             param_hint="'--fixed-schedule'",
         )
     budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed)
@@ -317,8 +335,8 @@ def _plot(
     qs = np.geomspace(feasible.q_min, feasible.q_cap, 400)
     model = run.threat_model + (", fixed schedule" if run.fixed_schedule else "")
     title = (
-        f"rPDP-FL, {model}: sigma = {run.sigma:g}, tau = {run.local_steps}, "
-        f"T = {run.rounds}, lambda = {run.client_rate:g}, delta = {delta:g}"
+        f"rPDP-FL, {model}\nsigma = {run.sigma:g}, local steps tau = {run.local_steps}, "
+        f"T = {run.rounds} rounds, silo-q lambda = {run.client_rate:g}, delta = {delta:g}"
     )
     draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title)
 
@@ -331,7 +349,7 @@ def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible,
     assumptions = personalization_assumptions(
         chosen, curve, budgets.source, run.sigma, calibration=calibration
     ).as_dict()
-    notes = _notes(summaries, off, feasible, infeasible, out)
+    notes = _notes(summaries, off, feasible, infeasible, out, plot, budgets)
     budget_rows = _budget_rows(chosen)
     document = {
         "command": "personalize",
@@ -404,7 +422,7 @@ def _budget_rows(result: Personalization) -> list[dict]:
     ]
 
 
-def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
+def _notes(summaries, off, feasible, infeasible, out, plot, budgets: Budgets) -> list[str]:
     notes = []
     if off.low or off.high:
         if infeasible == "exclude":
@@ -419,6 +437,11 @@ def _notes(summaries, off, feasible, infeasible, out) -> list[str]:
         notes.append(_method_note(s))
     if out is None:
         notes.append("per-record rates were not written; add --out q.csv")
+    else:
+        columns = ", ".join([budgets.id_name, budgets.budget_name, *OUTPUT_COLUMNS])
+        notes.append(f"per-record rates written to {out} ({budgets.values.size} rows: {columns})")
+    if plot is not None:
+        notes.append(f"plot written to {plot}")
     return notes
 
 

@@ -8,21 +8,25 @@ from pathlib import Path
 
 import click
 
+from uldp.accountants.assumptions import accounting_label
 from uldp.accountants.horizontal import (
     ACCOUNTANTS,
     FederationRun,
     SubjectGuarantee,
     SubjectReport,
     account_subjects,
+    subject_guarantee,
 )
 from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
 from uldp.accountants.subject_assumptions import subject_assumptions
 
+from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors
-from ..options import PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
+from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
 from ..progress import status
 from ..render import emit
+from ..subject_plot import draw_subject_plot
 from .mechanism_flags import mechanism_flags
 
 COLUMNS = [
@@ -47,7 +51,13 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
 @click.option("--rounds", type=PositiveInt(), required=True, help="Training rounds R.")
 @click.option("--local-steps", type=PositiveInt(), required=True, help="Local mini-batches T per round.")
 @click.option(
-    "--q", type=Probability(), required=True, help="Item sampling fraction per mini-batch, in (0, 1]."
+    "--record-q",
+    "q",
+    cls=AliasedOption,
+    aliases=("--q",),
+    type=Probability(),
+    required=True,
+    help="Record (item) sampling rate per mini-batch at each member, in (0, 1].",
 )
 @click.option(
     "--sigma",
@@ -60,11 +70,13 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
     "budget",
     type=PositiveFloat(),
     default=None,
-    help="Budget E: the most rounds within it, and LocalGroupDP's target with --group-sizes.",
+    help="Budget E: the most rounds within it, and LocalGroupDP's target with --k.",
 )
 @comma_list_option(
-    "--group-sizes",
+    "--k",
     "group_sizes",
+    cls=AliasedOption,
+    aliases=("--group-sizes",),
     item_type=PositiveInt(),
     default=None,
     help="LocalGroupDP group sizes Z (most items of one subject at a member).",
@@ -103,6 +115,12 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
     help="CSV with a header naming the columns subject and member, one row per item: "
     "account every subject as held.",
 )
+@click.option(
+    "--plot",
+    type=OutputFile(),
+    default=None,
+    help="Draw the per-member and the federation epsilon against rounds to this PNG.",
+)
 @mechanism_flags(ACCOUNTANTS)
 @format_option
 @config_option
@@ -121,6 +139,7 @@ def command(
     distribution,
     alpha,
     holdings,
+    plot,
     delta,
     accountant,
     conversion,
@@ -130,8 +149,8 @@ def command(
     """Subject-level epsilon of one member and of the whole federation (horizontal composition).
 
     \b
-      uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --q 0.01 --sigma 1
-      uldp subject ... --epsilon 4 --group-sizes 1,2,3,4      # most rounds, LocalGroupDP sigma_Z
+      uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --record-q 0.01 --sigma 1
+      uldp subject ... --epsilon 4 --k 1,2,3,4                # most rounds, LocalGroupDP sigma_Z
       uldp subject ... --holdings items.csv                   # subjects as actually held
     """
     if per_round > n_members:
@@ -139,7 +158,7 @@ def command(
             f"{per_round} is more than --members {n_members}", param_hint="'--per-round'"
         )
     if group_sizes and budget is None:
-        raise click.UsageError("--group-sizes needs --epsilon (LocalGroupDP's target E)")
+        raise click.UsageError("--k needs --epsilon (LocalGroupDP's target E)")
     accounting = {"accountant": accountant, "conversion": conversion, "orders": orders}
     holdings_map = _holdings(
         n_members, subject_members, items_per_member, subject_items, distribution, alpha, holdings
@@ -155,6 +174,10 @@ def command(
             progress=update,
             **accounting,
         )
+
+        if plot is not None:
+            update("drawing")
+            _plot(plot, run, report, delta, accounting, holdings is not None)
 
     worst, thumb, limits, named = report.worst, report.rule_of_thumb, report.limits, holdings is not None
     noise = [
@@ -214,6 +237,8 @@ def command(
         document["subjects"] = [_subject_entry(name, g) for name, g in report.subjects.items()]
         document["members_distribution"] = _distribution(report.subjects)
     notes = _notes(run, report, named)
+    if plot is not None:
+        notes.append(f"plot written to {plot}")
     if fmt == "json":
         emit("uldp subject", [], [], fmt, document=document)
     elif fmt == "csv":
@@ -253,6 +278,53 @@ def command(
                 assumptions=assumptions,
                 notes=notes,
             )
+
+
+def _plot(
+    path: Path, run: FederationRun, report: SubjectReport, delta: float, accounting: dict, named: bool
+) -> None:
+    """The local guarantee of the subject with the largest one and the federation guarantee of
+    the worst subject, each recomputed at round counts up to R or, with --epsilon, to a little past
+    the most rounds the budget allows a member."""
+    local_holding = report.subjects[report.local_subject].holding
+    worst = report.worst
+    whose = (lambda name: f", subject {name}") if named else (lambda name: "")
+    items = max(local_holding)
+    local_label = f"one member (local){whose(report.local_subject)}: its holder with most items ({items})"
+    federation_label = (
+        f"federation{whose(report.worst_subject)}: {worst.members_composed} of "
+        f"{len(worst.holding)} holder(s) composed per round"
+    )
+    holding_of = {local_label: local_holding, federation_label: worst.holding}
+
+    def epsilon(rounds: int, label: str) -> float:
+        g = subject_guarantee(run.with_rounds(rounds), holding_of[label], delta, **accounting)
+        return g.local_epsilon if label == local_label else g.federation_epsilon
+
+    limits = report.limits
+    largest = int(1.5 * run.rounds) + 1  # past R, so that R's marks and label stay inside
+    if limits is not None and limits.local:
+        largest = max(largest, int(1.2 * limits.local))
+    label = accounting_label(**accounting)
+    title = (
+        f"uldp subject: N = {run.members} members, s = {run.per_round} per round, T = {run.local_steps} "
+        f"local steps, record-q = {run.q:g}, sigma = {run.sigma:g}\ndelta = {delta:g}; {label}"
+    )
+    draw_subject_plot(
+        path,
+        [
+            # The two coincide when one member holds the subject: the federation's line is
+            # dashed and on top, so the local one still shows under it.
+            (local_label, {"color": "tab:green", "lw": 3.2, "alpha": 0.7}),
+            (federation_label, {"color": "tab:red", "lw": 1.6, "ls": (0, (5, 3))}),
+        ],
+        epsilon,
+        run.rounds,
+        min(largest, 10**7),
+        None if limits is None else limits.budget,
+        accounting["accountant"],
+        title,
+    )
 
 
 def _holdings(
