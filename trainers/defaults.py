@@ -41,6 +41,15 @@ TUNED: dict[tuple[str, str], dict[str, Any]] = {
         "local_epochs": 1,
         "model": "logistic",
     },
+    ("heart-disease", "uldp-avg"): {
+        "users": 200,
+        "rounds": 30,
+        "sigma": 3.0,
+        "lr": 0.5,
+        "global_lr": 20.0,
+        "local_epochs": 1,
+        "model": "auto",
+    },
 }
 SHARED = {"uldp-avg-w": "uldp-avg"}
 
@@ -55,14 +64,15 @@ def train_defaults(dataset: str | None, algo: str) -> dict[str, Any]:
 
 def describe(key: str) -> str:
     """`--help` text for the default of `key`: the tuned values, then the generic one."""
-    tuned = [
-        f"{_text(row[key])} for {algo}{'(-w)' if algo in SHARED.values() else ''} on {dataset}"
-        for (dataset, algo), row in TUNED.items()
-        if key in row and row[key] != GENERIC[key]
-    ]
+    groups: dict[str, list[str]] = {}  # "value for algo" -> data sets
+    for (dataset, algo), row in TUNED.items():
+        if key in row and row[key] != GENERIC[key]:
+            shared = "(-w)" if algo in SHARED.values() else ""
+            groups.setdefault(f"{_text(row[key])} for {algo}{shared}", []).append(dataset)
     generic = _text(GENERIC[key])
-    if not tuned:
+    if not groups:
         return f"default: {generic}"
+    tuned = [f"{value} on {' and '.join(datasets)}" for value, datasets in groups.items()]
     return f"default: {', '.join(tuned)}, else {generic}; docs/train.md"
 
 

@@ -13,7 +13,8 @@ LOG_SPAN = 30.0
 def plot_runs(runs: dict[str, list[dict]], metric: str, *, title: str = "") -> bytes:
     """PNG bytes: test `metric` (left), test loss (middle) and user-level epsilon (right) per round.
 
-    `runs` maps a label (an algorithm) to its per-round history. Rounds are whole numbers, so the
+    `runs` maps a label (an algorithm) to its per-round history. The metric axis spans [0, 1].
+    Rounds are whole numbers, so the
     round axes carry integer ticks only. Where a history has `server_epsilon` (user sampling),
     the server's view is drawn dashed next to the released model's. A log axis is used only
     when the values span more than a factor LOG_SPAN, with plain-number tick labels (1, 2, 5,
@@ -32,8 +33,14 @@ def plot_runs(runs: dict[str, list[dict]], metric: str, *, title: str = "") -> b
         (line,) = axes[0].plot(rounds, [_number(row[metric]) for row in history], label=label)
         colour = line.get_color()
         axes[1].plot(rounds, [_number(row["loss"]) for row in history], color=colour, label=label)
-        axes[2].plot(rounds, [_number(row["epsilon"]) for row in history], color=colour, label=label)
-        if any("server_epsilon" in row for row in history):
+        sampled = any("server_epsilon" in row for row in history)
+        axes[2].plot(
+            rounds,
+            [_number(row["epsilon"]) for row in history],
+            color=colour,
+            label=f"{label}, released model" if sampled else label,
+        )
+        if sampled:
             axes[2].plot(
                 rounds,
                 [_number(row.get("server_epsilon")) for row in history],
@@ -42,6 +49,9 @@ def plot_runs(runs: dict[str, list[dict]], metric: str, *, title: str = "") -> b
                 label=f"{label}, server's view",
             )
     axes[0].set_ylabel(f"test {metric.replace('_', '-')}")
+    # Accuracy, ROC-AUC and C-index live in [0, 1]: the whole range, so that noise between
+    # rounds is not magnified into a trend.
+    axes[0].set_ylim(0, 1)
     axes[1].set_ylabel("test loss")
     axes[2].set_ylabel("user-level epsilon (upper bound)")
     for ax in axes[1:]:

@@ -151,6 +151,7 @@ def test_user_sampling_shows_the_models_and_the_servers_epsilon(tmp_path):
 def test_help_states_the_tuned_defaults():
     # Click wraps help at 80 columns, breaking lines after hyphens: join those back.
     text = re.sub(r"-\s+", "-", " ".join(CliRunner().invoke(cli, ["train", "--help"]).output.split()))
-    assert "default: 30 for uldp-avg(-w) on mnist, else 10" in text
-    assert "default: 3 for uldp-avg(-w) on mnist, else 5" in text
-    assert "default: 1000 for uldp-avg(-w) on mnist, else 100" in text
+    assert "default: 30 for uldp-avg(-w) on mnist and heart-disease, else 10" in text
+    assert "default: 3 for uldp-avg(-w) on mnist and heart-disease, else 5" in text
+    assert "default: 1000 for uldp-avg(-w) on mnist, 200 for uldp-avg(-w) on heart-disease, else 100" in text
+    assert "default: logistic for uldp-avg(-w) on mnist, else auto" in text

@@ -42,6 +42,7 @@ def test_round_ticks_are_whole_numbers_and_epsilon_ticks_plain(figures):
         assert ticks and all(float(t).is_integer() for t in ticks)
     eps = axes[2]
     assert eps.get_yscale() == "linear" and eps.get_ylim()[0] == 0  # epsilon spans < 30x here
+    assert axes[0].get_ylim() == (0, 1)  # accuracy on its whole range
 
 
 def test_a_wide_epsilon_range_gets_a_log_axis_with_plain_labels(figures):
@@ -59,4 +60,4 @@ def test_the_servers_view_is_drawn_dashed(figures):
     plot.plot_runs({"uldp-avg": history(4, sampled=True)}, "accuracy")
     lines = figures[0].axes[2].get_lines()
     assert [line.get_linestyle() for line in lines] == ["-", "--"]
-    assert "server" in lines[1].get_label()
+    assert "released model" in lines[0].get_label() and "server" in lines[1].get_label()
