@@ -129,7 +129,17 @@ def test_table_says_which_rounds_it_shows_and_every_n_chooses():
 
 
 def test_user_sampling_shows_the_models_and_the_servers_epsilon(tmp_path):
-    args = [*HEART, "--rounds", "3", "--user-q", "0.5", "--metrics", str(tmp_path / "m.jsonl")]
+    args = [
+        *HEART,
+        "--rounds",
+        "3",
+        "--sigma",
+        "5",
+        "--user-q",
+        "0.5",
+        "--metrics",
+        str(tmp_path / "m.jsonl"),
+    ]
     doc = run_json(*args)
     account = CliRunner().invoke(
         cli,
