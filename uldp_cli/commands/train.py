@@ -353,7 +353,7 @@ def command(
                     on_round=on_round,
                 )
     except KeyboardInterrupt:
-        _interrupted(last, rounds, delta, checkpoint_dir)
+        _interrupted(last, rounds, checkpoint_dir, resume)
     if plot_path:
         from uldp.trainers.plot import plot_runs
 
@@ -381,7 +381,7 @@ def _progress_text(row: dict, metric: str, rounds: int) -> str:
     return text
 
 
-def _interrupted(last: dict, rounds: int, delta: float, checkpoint_dir) -> None:
+def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool) -> None:
     """Ctrl-C: say what was completed and spent, how to resume, and exit with status 130."""
     import shlex
     import sys
@@ -394,15 +394,19 @@ def _interrupted(last: dict, rounds: int, delta: float, checkpoint_dir) -> None:
             f"Interrupted after round {last['round']} of {rounds}: the model after round "
             f"{last['round']} has spent {spent}."
         ]
+    elif resume:
+        lines = [f"Interrupted before this run completed a round: {checkpoint_dir} is unchanged."]
     else:
         lines = [f"Interrupted before round 1 of {rounds} completed: no round was released."]
+    argv = [a for a in sys.argv[1:] if a != "--overwrite"]
+    if "--resume" not in argv:
+        argv.append("--resume")
     if checkpoint_dir is None:
         lines.append("No --checkpoint DIR was given, so the run cannot be resumed.")
     elif last:
-        argv = [a for a in sys.argv[1:] if a != "--overwrite"]
-        if "--resume" not in argv:
-            argv.append("--resume")
         lines.append(f"Resume from round {last['round'] + 1} with: {shlex.join(['uldp', *argv])}")
+    elif resume:
+        lines.append(f"Resume with: {shlex.join(['uldp', *argv])}")
     else:
         lines.append(f"No round completed: {checkpoint_dir} holds no checkpoint of this run.")
     for line in lines:
