@@ -367,7 +367,8 @@ def command(
                 f"sigma {result.summary['sigma']:g}, delta {delta:g}",
             ),
         )
-    _render(result, data, fmt, plot_path, metrics_path, every)
+    defaulted = [k.replace("_", "-") for k, v in given.items() if v is None and k != "model"]
+    _render(result, data, fmt, plot_path, metrics_path, every, defaulted)
 
 
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process stopped by Ctrl-C
@@ -491,7 +492,7 @@ def _load(
     )
 
 
-def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None) -> None:
+def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, defaulted: list[str]) -> None:
     metric = data.metric
     summary = dict(result.summary)
     outputs = {"metrics": metrics_path, "plot": plot_path}
@@ -520,6 +521,13 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None) 
         f"{summary['users']} users, {summary['silos']} silos, model {summary['model']} "
         f"({summary['parameters']} parameters)"
     ]
+    settings = (
+        f"{summary['rounds']} rounds, sigma {summary['sigma']:g}, clip {summary['clip']:g}, "
+        f"lr {summary['lr']:g}, global lr {summary['global_lr']:g}, local epochs {summary['local_epochs']}"
+    )
+    if defaulted:
+        settings += f" (defaults: {', '.join(defaulted)}; docs/train.md)"
+    notes.append(settings)
     if sampled:
         notes.append(
             "epsilon (model): the released models, amplified by user sampling; epsilon (server): "
