@@ -43,10 +43,10 @@ TUNED: dict[tuple[str, str], dict[str, Any]] = {
     },
     ("heart-disease", "uldp-avg"): {
         "users": 200,
-        "rounds": 30,
-        "sigma": 3.0,
+        "rounds": 10,
+        "sigma": 5.0,
         "lr": 0.5,
-        "global_lr": 20.0,
+        "global_lr": 10.0,
         "local_epochs": 1,
         "model": "auto",
     },

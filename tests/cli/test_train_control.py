@@ -161,8 +161,9 @@ def test_user_sampling_shows_the_models_and_the_servers_epsilon(tmp_path):
 def test_help_states_the_tuned_defaults():
     # Click wraps help at 80 columns, breaking lines after hyphens: join those back.
     text = re.sub(r"-\s+", "-", " ".join(CliRunner().invoke(cli, ["train", "--help"]).output.split()))
-    assert "default: 30 for uldp-avg(-w) on mnist and heart-disease, else 10" in text
-    assert "default: 3 for uldp-avg(-w) on mnist and heart-disease, else 5" in text
+    assert "default: 30 for uldp-avg(-w) on mnist, else 10" in text
+    assert "default: 3 for uldp-avg(-w) on mnist, else 5" in text
+    assert "default: 20 for uldp-avg(-w) on mnist, 10 for uldp-avg(-w) on heart-disease, else 1" in text
     assert "default: 1000 for uldp-avg(-w) on mnist, 200 for uldp-avg(-w) on heart-disease, else 100" in text
     assert "default: logistic for uldp-avg(-w) on mnist, else auto" in text
 
@@ -170,7 +171,7 @@ def test_help_states_the_tuned_defaults():
 def test_the_run_says_which_settings_came_from_the_defaults():
     doc = run_json("--algo", "uldp-avg", "--dataset", "heart-disease", "--rounds", "1", "--noise-seed", "0")
     summary = doc["summary"]
-    assert (summary["users"], summary["sigma"], summary["lr"], summary["global_lr"]) == (200, 3, 0.5, 20)
+    assert (summary["users"], summary["sigma"], summary["lr"], summary["global_lr"]) == (200, 5, 0.5, 10)
     table = " ".join(run(*HEART, "--rounds", "1", "--lr", "0.1").output.split())
-    assert "1 rounds, sigma 3, clip 1, lr 0.1, global lr 20, local epochs 1" in table
+    assert "1 rounds, sigma 5, clip 1, lr 0.1, global lr 10, local epochs 1" in table
     assert "(defaults: sigma, global-lr, local-epochs; docs/train.md)" in table
