@@ -10,6 +10,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -20,6 +21,7 @@ from .invoke import command_runner
 
 run, run_json = command_runner("train")
 
+WATCHDOG_S = 180
 HEART = ["--algo", "uldp-avg", "--dataset", "heart-disease", "--users", "20", "--noise-seed", "0"]
 
 
@@ -39,14 +41,23 @@ def _start(args: list[str], cwd: Path) -> subprocess.Popen:
 
 
 def _interrupt_after(proc: subprocess.Popen, rounds: int) -> list[str]:
-    """Read progress lines until `rounds` rounds are reported, then send SIGINT (Ctrl-C)."""
+    """Read progress lines until `rounds` rounds are reported, then send SIGINT (Ctrl-C).
+
+    A watchdog kills the run after WATCHDOG_S seconds, so a run that never reports its rounds
+    fails the test instead of hanging it.
+    """
     seen = []
     assert proc.stderr is not None
-    for line in proc.stderr:
-        seen.append(line)
-        if f"round {rounds:>6}/" in line:
-            proc.send_signal(signal.SIGINT)
-            break
+    watchdog = threading.Timer(WATCHDOG_S, proc.kill)
+    watchdog.start()
+    try:
+        for line in proc.stderr:
+            seen.append(line)
+            if f"round {rounds:>6}/" in line:
+                proc.send_signal(signal.SIGINT)
+                break
+    finally:
+        watchdog.cancel()
     return seen
 
 
