@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from uldp.trainers.defaults import describe
+from uldp.trainers.defaults import describe, train_defaults
 
 from ..config import config_option
 from ..errors import library_errors
@@ -272,8 +272,6 @@ def command(
         test_keys,
         secure,
     )
-    from uldp.trainers.defaults import train_defaults
-
     # What the user left out comes from the (data set, algorithm) defaults: trainers/defaults.py.
     given = {
         "users": users,
