@@ -3,7 +3,7 @@
 # one `uldp train` run per algorithm, then a table (markdown) and a plot of utility, test loss
 # and epsilon against rounds.
 #
-#   examples/compare-algorithms.sh [CONFIG.yaml] [OUT_DIR] [SIGMA]
+#   examples/compare-algorithms.sh [CONFIG.yaml] [OUT_DIR] [SIGMA]   (SIGMA: default the config's)
 #   examples/compare-algorithms.sh examples/train-heart-disease.yaml out/heart 5
 #   ALGOS="uldp-avg uldp-avg-w" examples/compare-algorithms.sh examples/train-creditcard.yaml
 #
@@ -15,7 +15,7 @@ set -euo pipefail
 
 CONFIG=${1:-examples/train-heart-disease.yaml}
 OUT=${2:-compare-out}
-SIGMA=${3:-5}
+SIGMA=${3:-}
 ALGOS=${ALGOS:-"default uldp-naive uldp-group uldp-avg uldp-avg-w uldp-sgd uldp-sgd-w"}
 # `uldp` and the Python that has it: those on the PATH (an activated venv), else the checkout's
 # .venv (README set-up), so the script works before `. .venv/bin/activate` too.
@@ -52,7 +52,7 @@ for algo in $ALGOS; do
     continue
   fi
   echo "== $algo" >&2
-  "$ULDP" train --config "$CONFIG" --algo "$algo" --sigma "$SIGMA" "${extra[@]}" $EXTRA \
+  "$ULDP" train --config "$CONFIG" --algo "$algo" ${SIGMA:+--sigma "$SIGMA"} "${extra[@]}" $EXTRA \
     --metrics "$OUT/$algo.jsonl" --format json > "$OUT/$algo.json"
 done
 

@@ -14,6 +14,7 @@ and hence gradient 0, which leaves a model unchanged under plain SGD.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import numpy as np
@@ -99,6 +100,18 @@ class CoxLinear(nn.Module):
         return self.linear(x)
 
 
+class Flattened(nn.Module):
+    """`inner` applied to the last `dims` dimensions of the input flattened into one."""
+
+    def __init__(self, inner: nn.Module, dims: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.dims = dims
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x.flatten(-self.dims))
+
+
 def default_model_name(dataset: str, task: str, feature_shape: tuple[int, ...]) -> str:
     """The paper's model for a dataset; for a user's own table, an MLP (or Cox for survival)."""
     if task == "survival":
@@ -120,7 +133,12 @@ def build_model(name: str, *, task: str, feature_shape: tuple[int, ...], n_class
             raise InvalidParameter(f"the CNN takes 1x28x28 images, got features of shape {feature_shape}")
         return MnistCNN(outputs)
     if len(feature_shape) != 1:
-        raise InvalidParameter(f"model {name!r} takes flat feature vectors, got shape {feature_shape}")
+        if name not in ("logistic", "mlp") or task == "survival":
+            raise InvalidParameter(f"model {name!r} takes flat feature vectors, got shape {feature_shape}")
+        # Images into a linear model or an MLP: flatten the pixels first (the batched per-user
+        # path adds leading dimensions, so flatten only the feature dimensions).
+        flat = build_model(name, task=task, feature_shape=(math.prod(feature_shape),), n_classes=n_classes)
+        return Flattened(flat, len(feature_shape))
     if name == "cox":
         if task != "survival":
             raise InvalidParameter("the Cox model is for survival tasks")

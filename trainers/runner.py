@@ -99,9 +99,22 @@ def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algo
 
 def user_epsilon(plan: Plan | None, delta: float) -> float:
     """User-level epsilon of `plan` at `delta` by RDP, as `uldp account` reports it."""
+    return user_epsilons(plan, delta)[0]
+
+
+def user_epsilons(plan: Plan | None, delta: float) -> tuple[float, float | None]:
+    """(released model's, server's) user-level epsilon of `plan` at `delta` by RDP.
+
+    With user sampling (q < 1) the released model enjoys amplification by sub-sampling, but the
+    server that draws the sample knows who took part, so against it there is none (ULDP-FL
+    Remark 1; `accountants.account.account_plan`'s "server view"). The second value is None when
+    the two coincide (no user sampling) or the algorithm has no such view.
+    """
     if plan is None:
-        return math.inf
-    return account_plan(plan, delta=delta, server_view=False)[0].epsilon
+        return math.inf, None
+    rows = account_plan(plan, delta=delta, server_view=True)
+    server = next((g.epsilon for g in rows if g.method == "server view"), None)
+    return rows[0].epsilon, server
 
 
 def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algorithm) -> str | None:
@@ -193,9 +206,16 @@ def train(
     metrics_path: str | os.PathLike | None = None,
     checkpoint_dir: str | os.PathLike | None = None,
     resume: bool = False,
+    overwrite: bool = False,
     on_round: Callable[[dict], None] | None = None,
 ) -> TrainResult:
-    """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData)."""
+    """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData).
+
+    A checkpoint directory that already holds a checkpoint is continued with `resume` or replaced
+    with `overwrite`; with neither, `InvalidParameter`: a run must not silently destroy another's.
+    `on_round(row)` is called after every completed round, once the checkpoint (if any) is saved,
+    so a caller interrupted after it may resume from that round.
+    """
     task, metric = data.task, data.metric
     model_name = model_name or default_model_name(data.name, task, data.feature_shape)
     torch.manual_seed(cfg.seed)
@@ -207,6 +227,11 @@ def train(
     counts = data.user_silo_counts()
     ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
+    if checkpoint is not None and not resume and not overwrite and checkpoint.exists():
+        raise InvalidParameter(
+            f"--checkpoint: {checkpoint.parent} already holds a checkpoint; add --resume to "
+            "continue that run, or --overwrite to replace it with a new one"
+        )
     state = _load_checkpoint(checkpoint, cfg, data, device) if resume else None
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
@@ -236,12 +261,13 @@ def train(
         messages = [algorithm.silo_update(s, params, plan, ctx, cfg, rng) for s, rng in zip(silos, silo_rngs)]
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
         loss, value = evaluate(model, params, x_test, y_test, task, metric)
-        epsilon = user_epsilon(accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta)
+        epsilon, server_epsilon = user_epsilons(accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta)
         row = {
             "round": t,
             "loss": loss,
             metric: value,
             "epsilon": epsilon,
+            **({} if server_epsilon is None else {"server_epsilon": server_epsilon}),
             "delta": cfg.delta,
             "sampled_users": int(plan.sampled.sum()),
             "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4),
@@ -338,6 +364,9 @@ def _summary(
         "rounds": len(history),
         "sigma": cfg.sigma,
         "clip": cfg.clip,
+        "lr": cfg.lr,
+        "global_lr": cfg.global_lr,
+        "local_epochs": cfg.local_epochs,
         "user_q": cfg.user_q,
         "delta": cfg.delta,
         "metric": metric,
@@ -345,6 +374,7 @@ def _summary(
         f"final_{metric}": last.get(metric),
         f"best_{metric}": max(values) if values else None,
         "epsilon": last.get("epsilon"),
+        **({"server_epsilon": last["server_epsilon"]} if "server_epsilon" in last else {}),
         "elapsed_s": last.get("elapsed_s"),
     }
     out.update(algorithm.summary_fields())

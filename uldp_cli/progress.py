@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+import click
+
 
 @contextmanager
 def status(fmt: str, initial: str = "accounting") -> Iterator[Callable[[str], None]]:
@@ -45,3 +47,29 @@ def progress_bar(fmt: str, total: int, label: str) -> Iterator[Callable[..., Non
     ) as bar:
         task = bar.add_task(label, total=total, status="")
         yield lambda **fields: bar.update(task, **fields)
+
+
+@contextmanager
+def round_progress(fmt: str, total: int, label: str) -> Iterator[Callable[[int, str], None]]:
+    """Yield `update(done, text)`, called after each of `total` rounds, for a table's reader.
+
+    On a terminal: a rich progress bar on stderr, cleared at the end. Elsewhere (a CI log, a
+    `| tee`, a file): one plain line per round on stderr as it completes, so a long run shows
+    progress where a bar cannot. Machine-readable formats (json, csv) stay silent: their
+    readers parse the output, and stderr is often merged into it.
+    """
+    from rich.console import Console
+
+    if fmt != "table":
+        yield lambda done, text: None
+        return
+    if Console(stderr=True).is_terminal:
+        with progress_bar(fmt, total, label) as bar:
+            yield lambda done, text: bar(completed=done, status=text)
+        return
+    width = len(str(total))
+
+    def line(done: int, text: str) -> None:
+        click.echo(f"{label}: round {done:>{width}}/{total}  {text}", err=True)
+
+    yield line

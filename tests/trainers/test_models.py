@@ -40,6 +40,20 @@ def test_default_model_per_dataset():
     assert default_model_name("gbsg2", "survival", (7,)) == "cox"
 
 
+def test_linear_models_take_images_by_flattening_them():
+    model = build_model("logistic", task="multiclass", feature_shape=(1, 28, 28), n_classes=10)
+    assert sum(p.numel() for p in model.parameters()) == 28 * 28 * 10 + 10
+    images = torch.rand(3, 1, 28, 28)
+    assert model(images).shape == (3, 10)
+    # The batched per-user path adds leading dimensions: only the pixels are flattened.
+    assert model(torch.rand(2, 3, 1, 28, 28)).shape == (2, 3, 10)
+    assert torch.allclose(model(images), model.inner(images.reshape(3, -1)))
+    assert build_model("mlp", task="multiclass", feature_shape=(1, 28, 28), n_classes=10)(images).shape == (
+        3,
+        10,
+    )
+
+
 def test_build_model_rejects_mismatches():
     with pytest.raises(ValueError, match="1x28x28"):
         build_model("cnn", task="multiclass", feature_shape=(30,), n_classes=10)

@@ -6,6 +6,8 @@ from pathlib import Path
 
 import click
 
+from uldp.trainers.defaults import describe, train_defaults
+
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
@@ -19,7 +21,7 @@ from ..options import (
     delta_option,
     format_option,
 )
-from ..progress import progress_bar
+from ..progress import round_progress
 from ..render import emit
 
 DATASETS = ("mnist", "heart-disease", "gbsg2", "creditcard")
@@ -69,11 +71,14 @@ class GroupK(click.ParamType):
     show_default=True,
     help="Your table's task.",
 )
-@click.option("--rounds", type=PositiveInt(), default=10, show_default=True, help="Training rounds T.")
-@click.option("--sigma", type=PositiveFloat(), default=5.0, show_default=True, help="Noise multiplier.")
+@click.option("--rounds", type=PositiveInt(), default=None, help=f"Training rounds T ({describe('rounds')}).")
+@click.option("--sigma", type=PositiveFloat(), default=None, help=f"Noise multiplier ({describe('sigma')}).")
 @click.option("--clip", type=PositiveFloat(), default=1.0, show_default=True, help="Clipping bound C.")
 @click.option(
-    "--users", type=PositiveInt(), default=100, show_default=True, help="Users |U| to allocate records to."
+    "--users",
+    type=PositiveInt(),
+    default=None,
+    help=f"Users |U| to allocate records to ({describe('users')}).",
 )
 @click.option(
     "--silos", type=PositiveInt(), default=None, help="Silos |S| (default: 5, or the data set's fixed silos)."
@@ -119,10 +124,15 @@ class GroupK(click.ParamType):
     show_default=True,
     help="uldp-group: records kept per user, an integer >= 1, max or median.",
 )
-@click.option("--local-epochs", type=PositiveInt(), default=1, show_default=True, help="Local epochs Q.")
-@click.option("--lr", type=PositiveFloat(), default=0.05, show_default=True, help="Local learning rate.")
 @click.option(
-    "--global-lr", type=PositiveFloat(), default=1.0, show_default=True, help="Global (server) learning rate."
+    "--local-epochs", type=PositiveInt(), default=None, help=f"Local epochs Q ({describe('local_epochs')})."
+)
+@click.option("--lr", type=PositiveFloat(), default=None, help=f"Local learning rate ({describe('lr')}).")
+@click.option(
+    "--global-lr",
+    type=PositiveFloat(),
+    default=None,
+    help=f"Global (server) learning rate ({describe('global_lr')}).",
 )
 @click.option(
     "--batch-size",
@@ -141,9 +151,8 @@ class GroupK(click.ParamType):
 @click.option(
     "--model",
     type=click.Choice(MODELS),
-    default="auto",
-    show_default=True,
-    help="auto: the paper's model for the data set.",
+    default=None,
+    help=f"auto: the paper's model for the data set ({describe('model')}).",
 )
 @click.option("--secure", is_flag=True, help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier).")
 @click.option(
@@ -167,6 +176,18 @@ class GroupK(click.ParamType):
 )
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint in --checkpoint.")
 @click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace a checkpoint already in --checkpoint DIR (without it, such a DIR is refused).",
+)
+@click.option(
+    "--every",
+    type=PositiveInt(),
+    default=None,
+    help=f"Table: show every N-th round and the last (default: N so that at most {MAX_TABLE_ROWS} "
+    "rows show; --metrics and --format json/csv always have every round).",
+)
+@click.option(
     "--plot",
     "plot_path",
     type=OutputFile(),
@@ -184,7 +205,8 @@ class GroupK(click.ParamType):
     "--threads",
     type=PositiveInt(),
     default=None,
-    help="torch CPU threads (default: torch's choice; 1 is steadiest on a busy machine).",
+    help="torch CPU threads (default: the CPUs free now, this process's CPUs minus the "
+    "1-minute load average, at least 1; docs/performance.md).",
 )
 @format_option
 @config_option
@@ -221,6 +243,8 @@ def command(
     metrics_path,
     checkpoint_dir,
     resume,
+    overwrite,
+    every,
     plot_path,
     device,
     threads,
@@ -230,7 +254,7 @@ def command(
     after every round.
 
     \b
-      uldp train --algo uldp-avg --dataset mnist --rounds 20 --sigma 5 --users 100
+      uldp train --algo uldp-avg --dataset mnist
       uldp train --algo uldp-avg-w --dataset creditcard --data-path creditcard.csv --metrics m.jsonl
       uldp train --algo uldp-group --group-k median --dataset heart-disease --plot run.png
       uldp train --algo uldp-avg --data-path my.csv --user-column patient --label-column y
@@ -241,80 +265,152 @@ def command(
         user_column,
         label_column,
         resume,
+        overwrite,
         checkpoint_dir,
         device,
         metrics_path,
         test_keys,
         secure,
     )
-    with library_errors():
-        import torch  # imported here: `uldp train --help` stays fast
+    # What the user left out comes from the (data set, algorithm) defaults: trainers/defaults.py.
+    given = {
+        "users": users,
+        "rounds": rounds,
+        "sigma": sigma,
+        "lr": lr,
+        "global_lr": global_lr,
+        "local_epochs": local_epochs,
+        "model": model,
+    }
+    chosen = {k: v if given[k] is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
+    rounds = chosen["rounds"]
+    last: dict = {}  # the last completed round's row, for the message if interrupted
+    try:
+        with library_errors():
+            import torch  # imported here: `uldp train --help` stays fast
 
-        if threads:
-            torch.set_num_threads(threads)
+            from uldp.trainers.threads import free_cpus
 
-        from uldp.trainers.algorithms import TrainConfig
-        from uldp.trainers.metrics_file import metrics_format
-        from uldp.trainers.runner import train
+            torch.set_num_threads(threads or free_cpus())
 
-        if metrics_path:
-            metrics_format(metrics_path)
-        data = _load(
-            dataset,
-            data_path,
-            user_column,
-            label_column,
-            silo_column,
-            task,
-            users,
-            silos,
-            allocation,
-            labels_per_user,
-            seed,
-        )
-        cfg = TrainConfig(
-            algo=algo,
-            rounds=rounds,
-            sigma=sigma,
-            clip=clip,
-            local_epochs=local_epochs,
-            lr=lr,
-            global_lr=global_lr,
-            user_q=user_q,
-            batch_size=batch_size,
-            local_batch_size=local_batch_size,
-            group_k=group_k,
-            delta=delta,
-            seed=seed,
-            noise_seed=noise_seed,
-            secure=secure,
-            key_bits=key_bits,
-            test_keys=test_keys,
-            batched=not loop,
-        )
-        metric = data.metric
-        with progress_bar(fmt, rounds, f"{algo} on {data.name}") as update:
-            result = train(
-                data,
-                cfg,
-                model_name=None if model == "auto" else model,
-                device=device,
-                metrics_path=metrics_path,
-                checkpoint_dir=checkpoint_dir,
-                resume=resume,
-                on_round=lambda row: update(
-                    completed=row["round"], status=f"{metric} {row[metric]:.4g}  eps {row['epsilon']:.4g}"
-                ),
+            from uldp.trainers.algorithms import TrainConfig
+            from uldp.trainers.metrics_file import metrics_format
+            from uldp.trainers.runner import train
+
+            if metrics_path:
+                metrics_format(metrics_path)
+            data = _load(
+                dataset,
+                data_path,
+                user_column,
+                label_column,
+                silo_column,
+                task,
+                chosen["users"],
+                silos,
+                allocation,
+                labels_per_user,
+                seed,
             )
+            cfg = TrainConfig(
+                algo=algo,
+                rounds=rounds,
+                sigma=chosen["sigma"],
+                clip=clip,
+                local_epochs=chosen["local_epochs"],
+                lr=chosen["lr"],
+                global_lr=chosen["global_lr"],
+                user_q=user_q,
+                batch_size=batch_size,
+                local_batch_size=local_batch_size,
+                group_k=group_k,
+                delta=delta,
+                seed=seed,
+                noise_seed=noise_seed,
+                secure=secure,
+                key_bits=key_bits,
+                test_keys=test_keys,
+                batched=not loop,
+            )
+            metric = data.metric
+
+            def on_round(row: dict) -> None:
+                last.update(row)
+                update(row["round"], _progress_text(row, metric, rounds))
+
+            with round_progress(fmt, rounds, f"{algo} on {data.name}") as update:
+                result = train(
+                    data,
+                    cfg,
+                    model_name=None if chosen["model"] == "auto" else chosen["model"],
+                    device=device,
+                    metrics_path=metrics_path,
+                    checkpoint_dir=checkpoint_dir,
+                    resume=resume,
+                    overwrite=overwrite,
+                    on_round=on_round,
+                )
+    except KeyboardInterrupt:
+        _interrupted(last, rounds, checkpoint_dir, resume)
     if plot_path:
         from uldp.trainers.plot import plot_runs
 
         kind = "synthetic" if data.synthetic else "real"
         atomic_write_bytes(
             plot_path,
-            plot_runs({algo: result.history}, data.metric, title=f"{algo} on {data.name} ({kind} data)"),
+            plot_runs(
+                {algo: result.history},
+                data.metric,
+                title=f"{algo} on {data.name} ({kind} data): {result.summary['users']} users, "
+                f"sigma {result.summary['sigma']:g}, delta {delta:g}",
+            ),
         )
-    _render(result, data, fmt, plot_path, metrics_path)
+    defaulted = [k.replace("_", "-") for k, v in given.items() if v is None and k != "model"]
+    _render(result, data, fmt, plot_path, metrics_path, every, defaulted)
+
+
+INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process stopped by Ctrl-C
+
+
+def _progress_text(row: dict, metric: str, rounds: int) -> str:
+    """One round's line: the task metric and the epsilon spent, both views under user sampling."""
+    text = f"{metric.replace('_', '-')} {row[metric]:.4g}  epsilon {row['epsilon']:.4g}"
+    if "server_epsilon" in row:
+        text += f" (server {row['server_epsilon']:.4g})"
+    return text
+
+
+def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool) -> None:
+    """Ctrl-C: say what was completed and spent, how to resume, and exit with status 130."""
+    import shlex
+    import sys
+
+    if last:
+        spent = f"user-level epsilon {last['epsilon']:.4g} (delta {last['delta']:g})"
+        if "server_epsilon" in last:
+            spent += f", {last['server_epsilon']:.4g} against the server that samples users"
+        lines = [
+            f"Interrupted after round {last['round']} of {rounds}: the model after round "
+            f"{last['round']} has spent {spent}."
+        ]
+    elif resume:
+        lines = [f"Interrupted before this run completed a round: {checkpoint_dir} is unchanged."]
+    else:
+        lines = [f"Interrupted before round 1 of {rounds} completed: no round was released."]
+    argv = [a for a in sys.argv[1:] if a != "--overwrite"]
+    if "--resume" not in argv:
+        argv.append("--resume")
+    if checkpoint_dir is None:
+        lines.append("No --checkpoint DIR was given, so the run cannot be resumed.")
+    elif last:
+        lines.append(f"Resume from round {last['round'] + 1} with: {shlex.join(['uldp', *argv])}")
+    elif resume:
+        lines.append(f"Resume with: {shlex.join(['uldp', *argv])}")
+    else:
+        lines.append(f"No round completed: {checkpoint_dir} holds no checkpoint of this run.")
+    for line in lines:
+        click.echo(line, err=True)
+    sys.exit(INTERRUPTED)
 
 
 def _check_inputs(
@@ -323,6 +419,7 @@ def _check_inputs(
     user_column,
     label_column,
     resume,
+    overwrite,
     checkpoint_dir,
     device,
     metrics_path,
@@ -342,6 +439,8 @@ def _check_inputs(
         )
     if resume and checkpoint_dir is None:
         raise click.UsageError("--resume needs --checkpoint DIR")
+    if resume and overwrite:
+        raise click.UsageError("--resume continues the checkpoint, --overwrite replaces it: give one")
     if test_keys and not secure:
         raise click.UsageError("--test-keys only applies with --secure")
     if device == "cuda":
@@ -391,7 +490,7 @@ def _load(
     )
 
 
-def _render(result, data, fmt: str, plot_path, metrics_path) -> None:
+def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, defaulted: list[str]) -> None:
     metric = data.metric
     summary = dict(result.summary)
     outputs = {"metrics": metrics_path, "plot": plot_path}
@@ -402,23 +501,45 @@ def _render(result, data, fmt: str, plot_path, metrics_path) -> None:
         "outputs": {k: str(v) for k, v in outputs.items() if v},
         "history": result.history,
     }
+    sampled = "server_epsilon" in summary
     columns = [
         ("round", "round"),
         ("loss", "test loss"),
         (metric, metric.replace("_", "-")),
-        ("epsilon", "epsilon"),
+        *(
+            [("epsilon", "epsilon (model)"), ("server_epsilon", "epsilon (server)")]
+            if sampled
+            else [("epsilon", "epsilon")]
+        ),
         ("elapsed_s", "elapsed s"),
     ]
     rows = result.history
-    if fmt == "table" and len(rows) > MAX_TABLE_ROWS:
-        step = -(-len(rows) // MAX_TABLE_ROWS)
-        rows = [r for i, r in enumerate(rows) if i % step == 0 or i == len(rows) - 1]
-    kind = "SYNTHETIC data" if data.synthetic else "real data"
-    assumptions = dict(result.assumptions)
     notes = [
-        f"{summary['algo']} on {data.name} ({kind}), {summary['users']} users, {summary['silos']} "
-        f"silos, model {summary['model']} ({summary['parameters']} parameters)"
+        f"{summary['algo']} on {data.name} ({'SYNTHETIC data' if data.synthetic else 'real data'}), "
+        f"{summary['users']} users, {summary['silos']} silos, model {summary['model']} "
+        f"({summary['parameters']} parameters)"
     ]
+    settings = (
+        f"{summary['rounds']} rounds, sigma {summary['sigma']:g}, clip {summary['clip']:g}, "
+        f"lr {summary['lr']:g}, global lr {summary['global_lr']:g}, local epochs {summary['local_epochs']}"
+    )
+    if defaulted:
+        settings += f" (defaults: {', '.join(defaulted)}; docs/train.md)"
+    notes.append(settings)
+    if sampled:
+        notes.append(
+            "epsilon (model): the released models, amplified by user sampling; epsilon (server): "
+            "against the server, which draws the sample and so gets no amplification (Remark 1)"
+        )
+    if fmt == "table":
+        step = every or -(-len(rows) // MAX_TABLE_ROWS)
+        if step > 1:
+            rows = [r for i, r in enumerate(rows) if (i + 1) % step == 0 or i == len(rows) - 1]
+            notes.append(
+                f"the table shows every {_ordinal(step)} round and the last ({len(rows)} of "
+                f"{len(result.history)}; --every 1 shows all); --metrics and --format json have every round"
+            )
+    kind = "SYNTHETIC data" if data.synthetic else "real data"
     for key, path in outputs.items():
         if path:
             notes.append(f"{key} written to {Path(path)}")
@@ -427,7 +548,12 @@ def _render(result, data, fmt: str, plot_path, metrics_path) -> None:
         columns,
         rows,
         fmt,
-        assumptions=assumptions,
+        assumptions=dict(result.assumptions),
         document=document,
         notes=notes,
     )
+
+
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
