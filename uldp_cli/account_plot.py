@@ -79,7 +79,7 @@ def draw_calibration_plot(
         markersize=14,
         color="crimson",
         linestyle="none",
-        label=f"{unit} = {answer:.4g} (epsilon {at:.4g})",
+        label=f"{unit} = {answer:.4g} (epsilon {at:.5g})",
         zorder=5,
     )
     axes.axvline(answer, color="crimson", linewidth=0.8, linestyle=":")

@@ -250,7 +250,9 @@ def command(
             answer=sigma_out if sigma is None else steps_out,
             budget=budget,
             view=view,
-            title=f"delta = {delta:g}; " + final.assumptions.get("mechanism", ""),
+            title=f"delta = {delta:g}; "
+            + final.assumptions.get("mechanism", "")
+            + (f"; budget for the {'released model' if view == 'model' else 'server'}" if sampled else ""),
         )
         notes.append(f"plot written to {plot}")
     emit(
