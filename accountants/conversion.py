@@ -132,5 +132,7 @@ def refine(
     value = eps(alpha)
     if value < best.epsilon:
         rho = float(rdp_at(np.array([alpha]))[0])
-        best = Conversion(max(0.0, value), alpha, "tv" if value == 0.0 and _tv_applies(rho, log_delta) else "rdp")
+        best = Conversion(
+            max(0.0, value), alpha, "tv" if value == 0.0 and _tv_applies(rho, log_delta) else "rdp"
+        )
     return best

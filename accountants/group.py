@@ -117,11 +117,17 @@ def normal_group(
     # The record-level epsilon at the delta' found, refined over real orders (a smaller
     # eps(delta') only loosens the constraint on delta', so the pair stays feasible).
     record = refine(
-        Conversion(found.epsilon / k, found.order), orders_set.grid, profile.at, found.record_log_delta, conversion
+        Conversion(found.epsilon / k, found.order),
+        orders_set.grid,
+        profile.at,
+        found.record_log_delta,
+        conversion,
     )
     if record.epsilon * k >= found.epsilon:
         return found
-    return GroupBound(k * record.epsilon, record.order, record.order, k, record_log_delta=found.record_log_delta)
+    return GroupBound(
+        k * record.epsilon, record.order, record.order, k, record_log_delta=found.record_log_delta
+    )
 
 
 def _normal_group_at(

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from itertools import islice, product
+from itertools import islice
 
 import numpy as np
 from scipy.special import logsumexp
@@ -53,7 +53,7 @@ from scipy.stats import binom
 
 from uldp.errors import InvalidParameter
 
-from .mechanism import Mechanism, ParallelSilos, SubsampledGaussian, silos_of
+from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
 # Grid points per standard deviation of the discretised privacy loss; the relative error of
 # epsilon falls roughly as the inverse square of this (10: ~1e-3, 30: ~1e-4 at Fig. 2).

@@ -324,8 +324,9 @@ def _real_batch(
         sign = gammasgn(j + 1.0)
         z0 = sigma**2 * np.log(1.0 / q - 1.0) + 0.5
         log_q, log_1mq = np.log(q), np.log1p(-q)
-        log_s0 = log_coef + i * log_q + j * log_1mq + (i * i - i) / (2.0 * sigma**2) + log_ndtr((z0 - i) / sigma)
-        log_s1 = log_coef + j * log_q + i * log_1mq + (j * j - j) / (2.0 * sigma**2) + log_ndtr((j - z0) / sigma)
+        two_var = 2.0 * sigma**2
+        log_s0 = log_coef + i * log_q + j * log_1mq + (i * i - i) / two_var + log_ndtr((z0 - i) / sigma)
+        log_s1 = log_coef + j * log_q + i * log_1mq + (j * j - j) / two_var + log_ndtr((j - z0) / sigma)
         log_mag = np.logaddexp(log_s0, log_s1)
         total = np.logaddexp.accumulate(log_mag, axis=1)
         done = np.zeros(log_mag.shape, dtype=bool)

@@ -87,7 +87,6 @@ def test_a_tight_accountant_is_calibrated_even_where_rdp_finds_no_step():
     assert doc["steps"] == 1 and doc["epsilon"] <= 4.5 and doc["accountant"] == "pld"
 
 
-
 def test_sigma_is_the_smallest_at_the_printed_precision():
     # Issue 11 point 10: the documented command used to return 4.781 where 4.780 meets the budget.
     doc = run_json("--epsilon", "3", "--q", "0.01", "--steps", "100000")

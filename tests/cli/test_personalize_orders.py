@@ -40,7 +40,9 @@ def dense_best_rate(run_, budget, delta=1e-5):
 
 
 @pytest.mark.parametrize("sigma, tau, rounds, rate, budget, integer_only", EXAMPLES)
-def test_rate_within_a_thousandth_of_the_best_real_order(tmp_path, sigma, tau, rounds, rate, budget, integer_only):
+def test_rate_within_a_thousandth_of_the_best_real_order(
+    tmp_path, sigma, tau, rounds, rate, budget, integer_only
+):
     src = tmp_path / "b.csv"
     src.write_text(f"epsilon\n{budget}\n")
     out = tmp_path / "q.csv"

@@ -148,9 +148,8 @@ def command(
     def epsilon(s: float, t: int, accountant: str = accountant, method: str = method) -> float:
         both = epsilons(s, t, accountant, method)
         spent = both[view]
-        say(
-            f"{'steps' if sigma is not None else 'sigma'} {t if sigma is not None else s:.6g}: epsilon {spent:.5g}"
-        )
+        tried = f"{'rounds' if algo else 'steps'} {t}" if sigma is not None else f"sigma {s:.6g}"
+        say(f"{tried}: epsilon {spent:.5g}")
         return spent
 
     # A PLD group bound uses no RDP: name the accountant that produced the number.
