@@ -301,21 +301,24 @@ def subsampled_gaussian_rdp_real(
     plain = alphas / (2.0 * sigma**2)
     out = plain.copy()
     rows = np.flatnonzero((qs < 1.0) & (alphas <= MAX_EXACT_ORDER))
-    rows = rows[np.argsort(alphas[rows], kind="stable")]
-    # Batches of orders within a factor 2 (the number of terms grows with the order).
-    start = 0
-    while start < rows.size:
-        stop = int(np.searchsorted(alphas[rows], 2.0 * alphas[rows[start]] + 32.0, side="right"))
-        _real_batch(alphas, qs, sigma, rows[start:stop], out, max_terms)
-        start = stop
+    # Batched by the number of terms each order starts with (a power of two >= 2 alpha), which
+    # depends on the order alone: a pair's value does not depend on what it is computed with.
+    first = 2 ** np.ceil(np.log2(np.maximum(64.0, 2.0 * np.ceil(alphas[rows])))).astype(np.int64)
+    for n in np.unique(first):
+        _real_batch(alphas, qs, sigma, rows[first == n], out, max_terms, int(n))
     return np.clip(out, 0.0, plain)
 
 
 def _real_batch(
-    alphas: np.ndarray, qs: np.ndarray, sigma: float, rows: np.ndarray, out: np.ndarray, max_terms: int
+    alphas: np.ndarray,
+    qs: np.ndarray,
+    sigma: float,
+    rows: np.ndarray,
+    out: np.ndarray,
+    max_terms: int,
+    n: int,
 ) -> None:
-    """`subsampled_gaussian_rdp_real` for the pairs `rows` (orders within a factor 2), into `out`."""
-    n = int(max(64, 2 * np.ceil(alphas[rows].max())))
+    """`subsampled_gaussian_rdp_real` for the pairs `rows`, starting with `n` terms, into `out`."""
     while rows.size:
         q, alpha = qs[rows, None], alphas[rows, None]
         i = np.arange(n, dtype=float)[None, :]
