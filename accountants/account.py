@@ -98,6 +98,7 @@ def record_level(
         found.order,
         found.base_order,
         found.group_size_used,
+        note=found.note,
     )
 
 

@@ -142,7 +142,9 @@ def _settle(
 ) -> Calibration:
     """Bisect on the log scale between a value that meets the budget (`good`) and one that does
     not, until they are within a factor 1 + rel_tol; then round `good` to 4 significant digits
-    towards the safe side (more noise, a smaller rate) and re-account it."""
+    (the printed precision) towards the safe side (more noise, a smaller rate), and step back
+    one unit in the 4th digit while that still meets the budget, so the value returned is the
+    best one at the printed precision (4.780, not 4.781, when 4.780 meets it); re-accounted."""
     while max(good, bad) / min(good, bad) > 1 + rel_tol:
         mid = math.sqrt(good * bad)
         if eps(mid) <= budget:
@@ -150,10 +152,31 @@ def _settle(
         else:
             bad = mid
     value = to_safe_side(good)
-    final = eps.epsilon_of(value)
+    final = eps(value)
     if final > budget:  # rounding to the safe side cannot raise epsilon; this guards monotonicity
-        value, final = good, eps.epsilon_of(good)
-    return Calibration(value, final, eps.calls + 1)
+        value, final = good, eps(good)
+    towards_bad = 1.0 if bad > good else -1.0
+    for _ in range(_MAX_BACK_STEPS):
+        candidate = _next_digit(value, towards_bad)
+        if (candidate - bad) * towards_bad >= 0:  # at or past a value known to miss the budget
+            break
+        spent = eps(candidate)
+        if spent > budget:
+            break
+        value, final = candidate, spent
+    return Calibration(value, final, eps.calls)
+
+
+#: `_settle` steps back at most this many units of the 4th digit (the bisection leaves about one).
+_MAX_BACK_STEPS = 20
+
+
+def _next_digit(x: float, direction: float, digits: int = 4) -> float:
+    """x moved by one unit in its `digits`-th significant digit, up (direction 1) or down (-1)."""
+    exponent = math.floor(math.log10(x)) - (digits - 1)
+    if direction < 0 and float(f"{x:.{digits}g}") == 10.0 ** (exponent + digits - 1):
+        exponent -= 1  # 1.000 steps down to 0.9999, the next value at this precision
+    return float(f"{x + direction * 10.0**exponent:.{digits + 1}g}")
 
 
 def _bracket_sigma(

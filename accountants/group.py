@@ -19,7 +19,7 @@ import numpy as np
 
 from uldp.errors import InvalidParameter
 
-from .conversion import epsilon_curve, rdp_to_dp
+from .conversion import Conversion, epsilon_curve, rdp_to_dp, refine
 from .orders import DEFAULT_ORDERS, Orders, OrdersSpec
 from .profile import RdpProfile
 from .rdp import MAX_EXACT_ORDER
@@ -82,9 +82,14 @@ def rdp_group(
             2**c,
             note=f"no order >= {2 ** (c + 1)} in the order set (Lemma 6 needs alpha >= 2^(c+1))",
         )
-    conv = Orders.parse(orders_spec).best(
-        lambda stage: rdp_to_dp(stage, (3.0**c) * profile.at(stage * 2**c), log_delta, conversion), grid=beta
-    )
+    orders = Orders.parse(orders_spec)
+
+    def group_rdp(stage: np.ndarray) -> np.ndarray:
+        return (3.0**c) * profile.at(stage * 2**c)
+
+    conv = orders.best(lambda stage: rdp_to_dp(stage, group_rdp(stage), log_delta, conversion), grid=beta)
+    if orders.preset == "default":  # real group orders between the grid's (>= 2: alpha >= 2^(c+1))
+        conv = refine(conv, beta, group_rdp, log_delta, conversion, lowest=2.0)
     base_order = None if conv.order is None else conv.order * 2**c
     note = "" if k == 2**c else f"k={k} accounted as a group of {2**c} (next power of two)"
     return GroupBound(conv.epsilon, conv.order, base_order, 2**c, note=note)
@@ -105,8 +110,23 @@ def normal_group(
     log grid for the largest feasible point and then bisect towards its infeasible neighbour,
     always keeping a feasible end (the returned bound is checked feasible, never interpolated).
     """
-    return Orders.parse(orders_spec).best(
-        lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion)
+    orders_set = Orders.parse(orders_spec)
+    found = orders_set.best(lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion))
+    if orders_set.preset != "default" or found.record_log_delta is None or found.order is None:
+        return found
+    # The record-level epsilon at the delta' found, refined over real orders (a smaller
+    # eps(delta') only loosens the constraint on delta', so the pair stays feasible).
+    record = refine(
+        Conversion(found.epsilon / k, found.order),
+        orders_set.grid,
+        profile.at,
+        found.record_log_delta,
+        conversion,
+    )
+    if record.epsilon * k >= found.epsilon:
+        return found
+    return GroupBound(
+        k * record.epsilon, record.order, record.order, k, record_log_delta=found.record_log_delta
     )
 
 

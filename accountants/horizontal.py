@@ -223,7 +223,7 @@ def group_noise(
     item_delta = math.exp(log_item_delta)
     if item_delta < sys.float_info.min:
         raise InvalidParameter(
-            f"--epsilon {budget:g} with --group-sizes {z}: LocalGroupDP's item delta "
+            f"--epsilon {budget:g} with --k {z}: LocalGroupDP's item delta "
             f"Delta / (Z e^((Z-1)E/Z)) = e^{log_item_delta:.6g} underflows a float; "
             "use a smaller --epsilon or group size"
         )

@@ -25,8 +25,9 @@ added and removed records (a replacement) is not covered.
 
 Over silos (ParallelSilos): at k = 1 a record lies in one silo, so the bound is the worst silo.
 At k > 1 the user's records may be split over silos as (k_1, ..., k_m); each silo's part is a
-group of k_i for that silo, and the silos' outputs compose. We bound every silo by one dominating
-mechanism and take the worst split, see `_dominating`.
+group of k_i for that silo's own mechanism, and the silos' outputs compose. We take the worst
+split (`_splits`): every way of giving the k records to the distinct silo mechanisms (records
+given to silos that share a mechanism are no worse in one of them, see `_splits`).
 
 Discretisation (`value_discretization_interval`). The error of the connect-the-dots PLD after
 composition depends on how finely the grid resolves the privacy loss of the PLD that is
@@ -52,11 +53,15 @@ from scipy.stats import binom
 
 from uldp.errors import InvalidParameter
 
-from .mechanism import Mechanism, ParallelSilos, SubsampledGaussian, silos_of
+from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
 # Grid points per standard deviation of the discretised privacy loss; the relative error of
 # epsilon falls roughly as the inverse square of this (10: ~1e-3, 30: ~1e-4 at Fig. 2).
 _GRID_PER_LOSS_STD = 30.0
+# A group split over silos with different mechanisms builds one mixture PLD per silo and part
+# (dp-accounting inverts each mixture's loss point by point, ~0.15 ms a point): a grid 10 points
+# per loss std keeps that to seconds, at about 1e-3 relative above the converged epsilon.
+_GRID_PER_SPLIT_LOSS_STD = 10.0
 # The group bound over silos accounts every split of k; beyond this many it is too slow.
 MAX_PARTITIONS = 200
 # dp-accounting's self-composition bounds its FFT by a tail estimate that widens with the steps:
@@ -94,18 +99,23 @@ def pld_epsilon(
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
         return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
-    partitions = list(islice(_partitions(k, len(silos)), MAX_PARTITIONS + 1))
-    if len(partitions) > MAX_PARTITIONS:
+    splits = list(islice(_splits(k, len(silos)), MAX_PARTITIONS + 1))
+    if len(splits) > MAX_PARTITIONS:
         raise InvalidParameter(
             f"a group of {k} records can be split over {len(silos)} silos in more than "
             f"{MAX_PARTITIONS} ways, too many for the PLD group bound; use the 'rdp' or "
             "'normal' group method instead"
         )
-    dominating = _dominating(mechanism) if isinstance(mechanism, ParallelSilos) else mechanism
-    if discretization is None:
-        discretization = min(_default_discretization(dominating, parts) for parts in partitions)
-    cache: dict[int, object] = {}
-    return max(_group_epsilon(dominating, parts, delta, discretization, cache) for parts in partitions)
+    if discretization is None and len(silos) == 1:
+        grids = {splits[0]: _default_discretization(silos[0], (k,))}
+    elif discretization is None:
+        # Each split's own grid, rounded down to a power of 2 (finer is only more accurate) so
+        # that splits share their silos' PLDs.
+        grids = {split: 2.0 ** math.floor(math.log2(_split_discretization(silos, split))) for split in splits}
+    else:
+        grids = dict.fromkeys(splits, discretization)
+    cache: dict[tuple[int, int, float], object] = {}
+    return max(_split_epsilon(silos, split, delta, grids[split], cache) for split in splits)
 
 
 def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float) -> float:
@@ -131,33 +141,63 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     return float(composed.get_epsilon_for_delta(delta))
 
 
-def _dominating(mechanism: ParallelSilos) -> SubsampledGaussian:
-    """One mechanism at least as leaky as every silo, for a group split over silos.
+def _splits(k: int, n_mechanisms: int) -> Iterator[tuple[tuple[int, int], ...]]:
+    """Every split of a group of k records over silos with `n_mechanisms` distinct mechanisms, as
+    (mechanism index, records) pairs: k = k_1 + ... + k_m, k_i records in silos of mechanism i.
 
-    Each coordinate only increases the privacy loss of any group: a smaller sigma, because the
-    output with a larger sigma is the output with the smaller one plus independent noise
-    (post-processing); a larger q, because sampling at q is sampling at q' >= q followed by
-    sub-sampling at q / q', and sub-sampling a group-adjacent pair gives a mixture of pairs that
-    differ in at most as many records (joint convexity of the hockey-stick divergence); more
-    steps, because fewer steps' outputs are a prefix of more steps' (post-processing).
+    Records of one mechanism are counted in one silo: two silos with the same mechanism take
+    their steps side by side, and a step of both, with B_1 and B_2 of the group's records
+    sampled, is a Gaussian mixture with the vector shift (B_1, B_2), dominated by the scalar
+    shift of its norm, at most B_1 + B_2 ~ Binomial(k_1 + k_2, q) (Choquette-Choo et al. 2024,
+    Cor. 4.7): the step of one silo holding all k_1 + k_2 records.
     """
-    silos = mechanism.silos
-    return SubsampledGaussian(
-        sigma=min(s.sigma for s in silos), q=max(s.q for s in silos), steps=max(s.steps for s in silos)
-    )
+    for shares in _compositions(k, n_mechanisms):
+        yield tuple((i, share) for i, share in enumerate(shares) if share)
 
 
-def _partitions(k: int, max_parts: int, largest: int | None = None) -> Iterator[tuple[int, ...]]:
-    """Partitions of k into at most `max_parts` positive parts, each part <= `largest`."""
-    largest = k if largest is None else largest
-    if k == 0:
-        yield ()
+def _compositions(k: int, parts: int) -> Iterator[tuple[int, ...]]:
+    """Every (k_1, ..., k_parts) of non-negative integers summing to k."""
+    if parts == 1:
+        yield (k,)
         return
-    if max_parts == 0:
-        return
-    for first in range(min(k, largest), 0, -1):
-        for rest in _partitions(k - first, max_parts - 1, first):
+    for first in range(k, -1, -1):
+        for rest in _compositions(k - first, parts - 1):
             yield (first, *rest)
+
+
+def _split_epsilon(
+    silos: Sequence[SubsampledGaussian],
+    split: tuple[tuple[int, int], ...],
+    delta: float,
+    discretization: float,
+    cache: dict,
+) -> float:
+    """Epsilon of the composition over silos of each silo's group PLD (its own mechanism)."""
+    composed = None
+    for i, part in split:
+        if silos[i].steps == 0:
+            continue
+        key = (i, part, discretization)
+        if key not in cache:
+            cache[key] = _unit_pld(silos[i], part, discretization)
+        composed = cache[key] if composed is None else composed.compose(cache[key])
+    return 0.0 if composed is None else float(composed.get_epsilon_for_delta(delta))
+
+
+def _split_discretization(silos: Sequence[SubsampledGaussian], split: tuple[tuple[int, int], ...]) -> float:
+    """`_default_discretization` for a split over silos: the parts' losses add, so do their
+    variances (each silo's run composes its own steps), and one grid resolves their sum."""
+    parts = [(silos[i], part) for i, part in split]
+    std = math.sqrt(sum(_loss_std(m, part) ** 2 for m, part in parts))
+    reach = max((part * _TAIL_SIGMAS * m.sigma + part * part / 2) / m.sigma**2 for m, part in parts)
+    composed_std = math.sqrt(
+        sum(_loss_std(m, part) ** 2 * (m.steps if m.q < 1.0 else 1.0) for m, part in parts)
+    )
+    return max(
+        std / _GRID_PER_SPLIT_LOSS_STD,
+        2 * reach / _MAX_STEP_POINTS,
+        2 * _TAIL_SIGMAS * composed_std / _MAX_COMPOSED_POINTS,
+    )
 
 
 def _mixture(k: int, q: float) -> tuple[np.ndarray, np.ndarray]:

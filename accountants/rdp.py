@@ -280,3 +280,81 @@ def subsampled_gaussian_rdp_grid(orders: np.ndarray, sigma: float, qs: np.ndarra
         out[rows] = np.logaddexp(0.0, log_excess) / (orders - 1.0)
     # As in `subsampled_gaussian_rdp`: sub-sampling never hurts, and RDP is non-negative.
     return np.clip(out, 0.0, plain)
+
+
+def subsampled_gaussian_rdp_real(
+    alphas: np.ndarray | float, sigma: float, qs: np.ndarray, max_terms: int = _FRAC_MAX_TERMS
+) -> np.ndarray:
+    """RDP of one Poisson-subsampled Gaussian step at real orders > 1, one (order, rate) pair per
+    entry (`alphas` and `qs` broadcast together), for many pairs at once.
+
+    The same series as `_log_a_frac` (Mironov et al. 2019 §3.3, with the true signs, the cut at
+    the first term e^-30 below the running total, and the rounding and tail margin that keep it an
+    upper bound), laid out as one matrix (pairs x terms) so that a personalised run's epsilon(q)
+    curve can use real orders (`accountants.personalized`). q = 1 entries are Lemma 3, orders
+    above MAX_EXACT_ORDER the plain Gaussian bound, as in `subsampled_gaussian_rdp`. A series
+    that has not settled after `max_terms` terms keeps the plain Gaussian bound too (valid, and
+    no better than an integer order: a caller minimising over orders loses nothing).
+    """
+    alphas, qs = np.broadcast_arrays(np.asarray(alphas, dtype=float), np.asarray(qs, dtype=float))
+    alphas, qs = alphas.ravel(), qs.ravel()
+    plain = alphas / (2.0 * sigma**2)
+    out = plain.copy()
+    rows = np.flatnonzero((qs < 1.0) & (alphas <= MAX_EXACT_ORDER))
+    # Batched by the number of terms each order starts with (a power of two >= 2 alpha), which
+    # depends on the order alone: a pair's value does not depend on what it is computed with.
+    first = 2 ** np.ceil(np.log2(np.maximum(64.0, 2.0 * np.ceil(alphas[rows])))).astype(np.int64)
+    for n in np.unique(first):
+        _real_batch(alphas, qs, sigma, rows[first == n], out, max_terms, int(n))
+    return np.clip(out, 0.0, plain)
+
+
+def _real_batch(
+    alphas: np.ndarray,
+    qs: np.ndarray,
+    sigma: float,
+    rows: np.ndarray,
+    out: np.ndarray,
+    max_terms: int,
+    n: int,
+) -> None:
+    """`subsampled_gaussian_rdp_real` for the pairs `rows`, starting with `n` terms, into `out`."""
+    while rows.size:
+        q, alpha = qs[rows, None], alphas[rows, None]
+        i = np.arange(n, dtype=float)[None, :]
+        j = alpha - i
+        log_coef = gammaln(alpha + 1.0) - gammaln(i + 1.0) - gammaln(j + 1.0)
+        sign = gammasgn(j + 1.0)
+        z0 = sigma**2 * np.log(1.0 / q - 1.0) + 0.5
+        log_q, log_1mq = np.log(q), np.log1p(-q)
+        two_var = 2.0 * sigma**2
+        log_s0 = log_coef + i * log_q + j * log_1mq + (i * i - i) / two_var + log_ndtr((z0 - i) / sigma)
+        log_s1 = log_coef + j * log_q + i * log_1mq + (j * j - j) / two_var + log_ndtr((j - z0) / sigma)
+        log_mag = np.logaddexp(log_s0, log_s1)
+        total = np.logaddexp.accumulate(log_mag, axis=1)
+        done = np.zeros(log_mag.shape, dtype=bool)
+        done[:, 1:] = (
+            (log_s0[:, 1:] < log_s0[:, :-1])
+            & (log_s1[:, 1:] < log_s1[:, :-1])
+            & (log_mag[:, 1:] < total[:, 1:] - _LOG_TAIL)
+        )
+        settled = done.any(axis=1)
+        if settled.any():
+            last = np.argmax(done[settled], axis=1)
+            mag, sgn = log_mag[settled], sign[settled]
+            keep = np.arange(n)[None, :] <= last[:, None]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                log_pos = _logsumexp_rows(np.where(keep & (sgn > 0), mag, -np.inf))
+                log_neg = _logsumexp_rows(np.where(keep & (sgn < 0), mag, -np.inf))
+                at_last = np.take_along_axis(total[settled], last[:, None], axis=1)[:, 0]
+                mag_last = np.take_along_axis(mag, last[:, None], axis=1)[:, 0]
+                log_margin = np.logaddexp(at_last + np.log(1e-15 * (last + 1)), mag_last)
+                log_diff = log_pos + np.log1p(-np.exp(log_neg - log_pos))
+            value = np.where(
+                log_neg >= log_pos, at_last, np.minimum(np.logaddexp(log_diff, log_margin), at_last)
+            )
+            out[rows[settled]] = value / (alphas[rows[settled]] - 1.0)
+        rows = rows[~settled]
+        if n >= max_terms:
+            break  # the series did not settle: those keep the plain Gaussian's RDP, still a bound
+        n *= 4

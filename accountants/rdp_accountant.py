@@ -4,7 +4,9 @@ Runs compose by adding curves (Lemma 1), silos by their maximum (§D.2), the ser
 known-participation curve (`accountants.participation`); a group of k records goes through
 Lemma 6 (`group_method="rdp"`) or Lemma 5 (`"normal"`) from its event's curve
 (`accountants.group`). The curve is converted by Lemma 2 or Mironov 2017 Prop. 3
-(`accountants.conversion`) at the best order of the set, tried in stages (`Orders.best`).
+(`accountants.conversion`) at the best order of the set, tried in stages (`Orders.best`); with
+the default set the best order is then refined over the real orders next to it
+(`conversion.refine`), so the bound is within 0.1% of the best real order.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 import math
 
 from .accountant import Accounted
-from .conversion import CONVERSIONS, rdp_to_dp
+from .conversion import CONVERSIONS, TV_RULE_NOTE, rdp_to_dp, refine
 from .events import Composed, Event, Group, KnownParticipation, ParallelSilos, SubsampledGaussian, describe
 from .group import normal_group, rdp_group
 from .orders import Orders, OrdersSpec
@@ -72,4 +74,7 @@ class RdpAccountant:
             return Accounted(bound.epsilon, bound.order, bound.base_order, bound.group_size_used, bound.note)
         curve = profile.at if profile is not None else (lambda grid: event_rdp(event, grid))
         conv = orders.best(lambda grid: rdp_to_dp(grid, curve(grid), log_delta, conversion))
-        return Accounted(conv.epsilon, conv.order, conv.order, 1)
+        if orders.preset == "default":  # a listed set is the user's choice: keep to its orders
+            conv = refine(conv, orders.grid, curve, log_delta, conversion)
+        note = TV_RULE_NOTE if conv.rule == "tv" else ""
+        return Accounted(conv.epsilon, conv.order, conv.order, 1, note)

@@ -120,7 +120,7 @@ def big_cli(records: int, repeat: int) -> dict:
             "--records",
             str(records),
             "--calibrate-sigma",
-            "--tau",
+            "--local-steps",
             "10",
             "--rounds",
             "50",

@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.accountants.account import record_level
-from uldp.accountants.calibrate import calibrate_sigma, calibrate_steps
+from uldp.accountants.calibrate import calibrate_rate, calibrate_sigma, calibrate_steps
 from uldp.accountants.mechanism import SubsampledGaussian
 
 
@@ -63,3 +63,16 @@ def test_a_good_start_saves_evaluations():
     warm = calibrate_steps(eps, 3.0, start=85_000)
     assert warm.value == cold.value == 90_000
     assert warm.evaluations < cold.evaluations
+
+
+@pytest.mark.parametrize("boundary", [4.78, 1.0, 9.999, 0.06123, 27.35])
+def test_sigma_is_the_smallest_at_four_digits(boundary):
+    # eps(sigma) = 1 / sigma: the smallest sigma meeting 1 / boundary is `boundary` itself.
+    found = calibrate_sigma(lambda s: 1.0 / s, 1.0 / boundary)
+    assert found.value == boundary
+
+
+@pytest.mark.parametrize("boundary", [0.1234, 0.5, 0.01, 0.9999, 0.003017])
+def test_rate_is_the_largest_at_four_digits(boundary):
+    found = calibrate_rate(lambda q: q, boundary)
+    assert found.value == boundary

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from uldp.accountants.account import group_level, record_level
-from uldp.accountants.conversion import rdp_to_dp
+from uldp.accountants.conversion import rdp_to_dp, refine
 from uldp.accountants.events import Composed, Group, KnownParticipation, ParallelSilos, SubsampledGaussian
 from uldp.accountants.orders import Orders
 from uldp.accountants.participation import known_participation_exact_epsilon, known_participation_rdp
@@ -97,11 +97,13 @@ def test_parallel_silos_take_the_worst_curve():
 @pytest.mark.parametrize("conversion, orders", [("improved", "default"), ("classic", "tf-privacy")])
 def test_known_participation_by_rdp_is_its_formula(conversion, orders):
     parsed = Orders.parse(orders)
-    direct = parsed.best(
-        lambda grid: rdp_to_dp(
-            grid, known_participation_rdp(grid, 2.0, 0.05, 200), math.log(DELTA), conversion
-        )
-    )
+
+    def curve(grid):
+        return known_participation_rdp(grid, 2.0, 0.05, 200)
+
+    direct = parsed.best(lambda grid: rdp_to_dp(grid, curve(grid), math.log(DELTA), conversion))
+    if parsed.preset == "default":  # the default set is refined between its orders
+        direct = refine(direct, parsed.grid, curve, math.log(DELTA), conversion)
     found = account_event(SERVER, DELTA, "rdp", conversion=conversion, orders=orders)
     assert (found.epsilon, found.order) == (direct.epsilon, direct.order)
 

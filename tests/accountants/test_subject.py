@@ -270,5 +270,5 @@ def test_group_noise_with_a_large_budget_is_computed_in_logs():
     g = group_noise(2, 1000.0, DELTA, 0.01, 100)  # e^((Z-1)E/Z) = e^500: fine in logs
     assert g.item_delta == pytest.approx(math.exp(math.log(DELTA) - math.log(2) - 500.0), rel=1e-12)
     assert 0 < g.item_delta and g.achieved_epsilon <= g.item_epsilon
-    with pytest.raises(ValueError, match="--epsilon 2000 with --group-sizes 2"):
+    with pytest.raises(ValueError, match="--epsilon 2000 with --k 2"):
         group_noise(2, 2000.0, DELTA, 0.01, 100)  # the item delta underflows a float

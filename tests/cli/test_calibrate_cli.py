@@ -85,3 +85,10 @@ def test_a_tight_accountant_is_calibrated_even_where_rdp_finds_no_step():
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output)
     assert doc["steps"] == 1 and doc["epsilon"] <= 4.5 and doc["accountant"] == "pld"
+
+
+def test_sigma_is_the_smallest_at_the_printed_precision():
+    # Issue 11 point 10: the documented command used to return 4.781 where 4.780 meets the budget.
+    doc = run_json("--epsilon", "3", "--q", "0.01", "--steps", "100000")
+    assert doc["sigma"] == 4.78 and doc["epsilon"] <= 3
+    assert record_level(SubsampledGaussian(4.779, 0.01, 100000), 1e-5).epsilon > 3

@@ -170,10 +170,7 @@ def test_huge_budget_for_local_group_dp_is_one_line():
     result = run(*BASE, "--epsilon", "2000", "--k", "2")
     assert result.exit_code == 2, result.output
     lines = [line for line in result.output.splitlines() if line.strip()]
-    assert (
-        lines[-1].startswith("Error: --epsilon 2000 with --group-sizes 2")
-        and "Traceback" not in result.output
-    )
+    assert lines[-1].startswith("Error: --epsilon 2000 with --k 2") and "Traceback" not in result.output
 
 
 def test_local_group_dp_is_per_member_and_warns_on_a_small_z(tmp_path):

@@ -27,7 +27,8 @@ def test_theorems_1_and_3_closed_form():
             for a in alphas
         )
         got = record_level(plan.mechanism, delta).epsilon
-        assert closed <= got <= closed * 1.001
+        # The accountant refines the order over the reals, so it may beat this 0.01 grid slightly.
+        assert closed * (1 - 1e-5) <= got <= closed * 1.001
 
 
 def test_group_steps_follow_local_epochs_and_sampling_rate():

@@ -4,12 +4,18 @@ Flags B keep at most k records of every user across all silos (line 8), drawn on
 and kept for every round (§3.3: "these flags must be consistent across all rounds"); k is given,
 or `max` / `median` of the records per user (§5.1). Each silo then runs DP-SGD [Abadi et al.,
 Algorithm 1] on its kept records D'_s: ceil(Q / gamma_s) steps per round, each Poisson-sampling
-records with rate gamma_s = min(1, batch / |D'_s|), clipping every record's gradient to C, adding
-N(0, sigma^2 C^2) to the sum and dividing by the lot size `batch` (fixed, as Abadi et al.'s L:
-dividing by gamma_s |D'_s| instead would scale the noise of a small silo by 1/|D'_s| and reveal
-that count in the update). The kept sizes |D'_s| do set gamma_s and the number of steps; like
-the paper and Opacus we treat them as public (the run prints them). The server
-averages: x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s.
+the kept records with rate gamma_s = min(1, batch / |D_s|), clipping every record's gradient to
+C, adding N(0, sigma^2 C^2) to the sum and dividing by the lot size `batch` (fixed, as Abadi et
+al.'s L: dividing by gamma_s |D'_s| instead would scale the noise of a small silo by 1/|D'_s|
+and reveal that count in the update). The server averages:
+x_{t+1} = x_t + eta_g / |S| sum_s Delta_t^s.
+
+gamma_s and the steps come from the silo's size |D_s| before bounding (public, what
+`uldp account / calibrate --silo-sizes` are given), not from the kept size |D'_s|: every kept
+record is then sampled at gamma_s for the same steps whichever records the random flags keep, so
+the guarantee (and a sigma calibrated for it) does not depend on the draw (issue 11 point 12;
+with |D'_s| the same settings printed 37.4 or 44.1 depending on the draw). A silo is sampled at
+the same rate as its full data would be; it just holds fewer records.
 
 Accounting (`group_plan`): DP-SGD with record sampling rate gamma_s and Q local epochs per round
 is ceil(Q / gamma_s) steps per round; silos hold disjoint records, so the federation's
@@ -66,7 +72,8 @@ def group_plan(inputs: PlanInputs) -> Plan:
             raise InvalidParameter(f"batch size must be >= 1, got {batch_size}")
         rates = [dp_sgd_rate(batch_size, n) for n in silo_sizes]
         sampling = (
-            f"Poisson, gamma_s = batch {batch_size} / silo size ({', '.join(f'{g:.4g}' for g in rates)})"
+            f"Poisson, gamma_s = min(1, B / |D_s|) with B = {batch_size}, |D_s| = "
+            f"{', '.join(str(n) for n in silo_sizes)}: gamma_s = {', '.join(f'{g:.4g}' for g in rates)}"
         )
     mechanisms = tuple(SubsampledGaussian(sigma, g, rounds * dp_sgd_steps(local_epochs, g)) for g in rates)
     unique = tuple(dict.fromkeys(mechanisms))
@@ -77,11 +84,23 @@ def group_plan(inputs: PlanInputs) -> Plan:
         "noise": "DP-SGD per silo, per-record clipping C, noise N(0, sigma^2 C^2) per step",
         "record sampling": sampling,
         "mechanism": (
-            f"per silo {rounds} rounds x ceil({local_epochs} epochs / gamma) = {steps} "
+            f"per silo T ceil(Q / gamma_s) steps with T = {rounds}, Q = {local_epochs}: {steps} "
             f"steps of a subsampled Gaussian with noise multiplier {sigma:g}"
         ),
-        "silos": "disjoint records: record-level RDP is the maximum over silos (parallel composition)",
-        "contribution bound": f"flags B keep at most k = {k} records per user across all silos",
+        "silos": (
+            "disjoint records: record-level RDP is the maximum over silos (parallel composition); "
+            + (
+                "the PLD group bound accounts each silo's own mechanism and takes the worst split "
+                "of the k records over the silos"
+                if len(unique) > 1
+                else "the PLD group bound counts the k records in one silo (no split is worse)"
+            )
+        ),
+        "contribution bound": (
+            f"flags B keep at most k = {k} records per user across all silos; gamma_s and the "
+            "steps come from the silo sizes before bounding, so the guarantee holds for every "
+            "draw of the flags"
+        ),
         "neighbouring": "add or remove up to k records of one user",
     }
     if inputs.user_q < 1:
@@ -124,6 +143,8 @@ class UldpGroup(SiloAveraging):
     def __init__(self, k: int, kept: list[np.ndarray]) -> None:
         self.k = k
         self.kept = kept  # per silo: bool mask over the silo's records
+        # |D_s| before bounding: they set gamma_s and the steps, whatever the flags keep.
+        self.sizes = [len(m) for m in kept]
 
     @classmethod
     def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> UldpGroup:
@@ -142,11 +163,12 @@ class UldpGroup(SiloAveraging):
         return [int(m.sum()) for m in self.kept]
 
     def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]:
-        # The kept sizes |D'_s| set each silo's sampling rate and steps; empty silos run nothing.
+        # The sizes before bounding |D_s| set each silo's sampling rate and steps (so the
+        # guarantee does not depend on the flags' draw); silos without records run nothing.
         return dict(
             sigma=cfg.sigma,
             rounds=rounds,
-            silo_sizes=[n for n in self.kept_sizes() if n > 0],
+            silo_sizes=[n for n in self.sizes if n > 0],
             batch_size=cfg.batch_size,
             local_epochs=cfg.local_epochs,
             k=self.k,
@@ -154,7 +176,7 @@ class UldpGroup(SiloAveraging):
         )
 
     def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
-        sizes = ",".join(str(n) for n in self.kept_sizes() if n > 0)
+        sizes = ",".join(str(n) for n in self.sizes if n > 0)
         return [
             f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
             f"--local-epochs {cfg.local_epochs} --k {self.k} --group-method rdp"
@@ -168,8 +190,9 @@ class UldpGroup(SiloAveraging):
         return {
             "group size": (
                 f"k = {self.k} ({cfg.group_k}){rounding}; kept records per silo "
-                f"{self.kept_sizes()} (treated as public: they set each silo's "
-                "sampling rate and steps)"
+                f"{', '.join(str(n) for n in self.kept_sizes())} of "
+                f"{', '.join(str(n) for n in self.sizes)} (the sampling rate and steps come from "
+                "the sizes before bounding, so the epsilon is the same for every draw of the flags)"
             ),
             "flags": (
                 "chosen from the data (k from max/median, and which records to keep) without "
@@ -197,10 +220,11 @@ class UldpGroup(SiloAveraging):
         from .base import SiloDelta, zero_delta
 
         kept = self.kept[silo.silo]
-        n_kept = int(kept.sum())
-        if n_kept == 0:
+        if len(kept) == 0:
             return SiloDelta(silo.silo, zero_delta(params, ctx.n_params))
-        gamma = dp_sgd_rate(cfg.batch_size, n_kept)
+        # |D_s|, not the kept count: the schedule the accountant counts does not depend on the
+        # flags (a silo whose records were all dropped still adds its noise every step).
+        gamma = dp_sgd_rate(cfg.batch_size, len(kept))
         steps = dp_sgd_steps(cfg.local_epochs, gamma)  # the schedule the accountant counts
         usable = np.flatnonzero(kept & plan.sampled[silo.users])
         local = dp_sgd(

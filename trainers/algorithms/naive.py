@@ -17,7 +17,7 @@ import math
 from typing import TYPE_CHECKING
 
 from .fedavg import silo_sgd_delta
-from .plans import gaussian_rounds, silo_label
+from .plans import gaussian_rounds, with_silos
 from .registry import AlgorithmSpec, PlanInputs
 from .server import SiloAveraging
 
@@ -40,12 +40,11 @@ def naive_noise_std(cfg: TrainConfig, n_silos: int) -> float:
 
 def naive_plan(inputs: PlanInputs) -> Plan:
     """T rounds of a Gaussian of multiplier sigma for sensitivity 2|S|C (Theorem 1, corrected)."""
-    silos = silo_label(inputs)
     # Twice the paper's std: a user moves each silo's clipped delta by up to 2C (see above).
     noise = (
-        f"each silo adds N(0, 4 sigma^2 C^2 {silos}), twice the std of Algorithm 1 "
-        f"line 14: user-level sensitivity 2 {silos} C (a user moves each silo's "
-        "clipped delta by up to 2C; the paper counts C)"
+        f"each silo adds N(0, 4 sigma^2 C^2 |S|){with_silos(inputs)}, twice the std of "
+        "Algorithm 1 line 14: user-level sensitivity 2|S|C (a user moves each silo's "
+        "clipped delta by up to 2C; the paper counts |S|C)"
     )
     return gaussian_rounds("uldp-naive", "Theorem 1", noise, inputs)
 

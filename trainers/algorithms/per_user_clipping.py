@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 
 from uldp.errors import InvalidParameter
 
-from .plans import gaussian_rounds, silo_label
+from .plans import gaussian_rounds, with_silos
 from .registry import AlgorithmSpec, PlanInputs
 from .server import BaseAlgorithm
 
@@ -48,7 +48,7 @@ def per_user_noise_std(cfg: TrainConfig, n_silos: int) -> float:
 def per_user_plan(algorithm: str, inputs: PlanInputs) -> Plan:
     """T rounds of a Gaussian of multiplier sigma, whatever the local epochs (Theorem 3)."""
     noise = (
-        f"each silo adds N(0, sigma^2 C^2 / {silo_label(inputs)}); per-user clipping with weights "
+        f"each silo adds N(0, sigma^2 C^2 / |S|){with_silos(inputs)}; per-user clipping with weights "
         "summing to 1 over silos bounds a user's contribution by C"
     )
     return gaussian_rounds(

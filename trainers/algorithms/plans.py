@@ -19,9 +19,10 @@ if TYPE_CHECKING:
     from uldp.accountants.algorithms import Plan
 
 
-def silo_label(inputs: PlanInputs) -> str:
-    """|S| as the assumptions print it: the count when known."""
-    return str(inputs.silos) if inputs.silos else "|S|"
+def with_silos(inputs: PlanInputs) -> str:
+    """' with |S| = 5' when the silo count is known, else '': formulas keep the symbol |S| and
+    its value is stated next to them (never pasted into the formula without its operator)."""
+    return f" with |S| = {inputs.silos}" if inputs.silos else ""
 
 
 def gaussian_rounds(

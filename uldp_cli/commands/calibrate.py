@@ -1,6 +1,13 @@
-"""`uldp calibrate`: the smallest sigma, or the most steps, that fit an (epsilon, delta) budget."""
+"""`uldp calibrate`: the smallest sigma, or the most steps, that fit an (epsilon, delta) budget.
+
+With user sampling (`--user-q` < 1) two epsilons describe a run: the released model's (amplified
+by the sampling) and the server's, which draws the sample (ULDP-FL Remark 1). Both are printed;
+`--view` says which one the budget is for.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import click
 
@@ -8,10 +15,11 @@ from uldp.accountants.account import account_plan
 from uldp.accountants.assumptions import accounting_assumptions
 from uldp.accountants.calibrate import calibrate, most_steps
 
+from ..account_plot import draw_calibration_plot
 from ..accounting_options import accounting_options, algorithm_options, build_plan
 from ..config import config_option
 from ..errors import library_errors
-from ..options import PositiveFloat, Probability, format_option
+from ..options import OutputFile, PositiveFloat, Probability, format_option
 from ..progress import status
 from ..render import emit
 
@@ -25,6 +33,12 @@ COLUMNS = [
     ("delta", "delta"),
     ("meets_budget", "meets budget"),
 ]
+# With user sampling: both views, the targeted one first.
+VIEW_COLUMNS = {
+    "model": [("epsilon_model", "epsilon model"), ("epsilon_server", "epsilon server")],
+    "server": [("epsilon_server", "epsilon server"), ("epsilon_model", "epsilon model")],
+}
+VIEWS = ("model", "server")
 
 
 @click.command("calibrate")
@@ -34,6 +48,21 @@ COLUMNS = [
 @click.option("--sigma", type=PositiveFloat(), default=None, help="Noise multiplier: solve for steps.")
 @accounting_options(many=False)
 @algorithm_options(many=False)
+@click.option(
+    "--view",
+    type=click.Choice(VIEWS),
+    default="model",
+    show_default=True,
+    help="With --user-q < 1, which epsilon must meet the budget: the released model's (user "
+    "sampling amplifies it) or the server's, which draws the sample and gets no amplification. "
+    "Both are printed.",
+)
+@click.option(
+    "--plot",
+    type=OutputFile(),
+    default=None,
+    help="Also draw epsilon against the solved quantity (PNG), with the budget and the answer marked.",
+)
 @format_option
 @config_option
 def command(
@@ -55,6 +84,8 @@ def command(
     batch_size,
     record_q,
     local_epochs,
+    view,
+    plot,
     fmt,
 ):
     """The smallest noise multiplier, or the most steps, that keep epsilon within a budget.
@@ -89,8 +120,17 @@ def command(
             k=group_k,
         )
 
-    def epsilon(s: float, t: int, accountant: str = accountant, method: str = method) -> float:
-        return account_plan(
+    sampled = bool(algo) and algo != "uldp-group" and user_q < 1
+    if view == "server" and not sampled:
+        raise click.BadParameter(
+            "the server's view differs from the model's only with user sampling: give --algo "
+            "(not uldp-group) with --user-q < 1, or leave --view at model",
+            param_hint="'--view'",
+        )
+
+    def epsilons(s: float, t: int, accountant: str = accountant, method: str = method) -> dict[str, float]:
+        """{view: epsilon} of the run: the model's, and with user sampling the server's."""
+        found = account_plan(
             plan(s, t),
             delta=delta,
             accountants=(accountant,),
@@ -98,8 +138,19 @@ def command(
             methods=(method,),
             conversion=conversion,
             orders=orders,
-            server_view=False,
-        )[0].epsilon
+            server_view=sampled,
+        )
+        out = {"model": found[0].epsilon}
+        if sampled:
+            out["server"] = next(g.epsilon for g in found if g.method == "server view")
+        return out
+
+    def epsilon(s: float, t: int, accountant: str = accountant, method: str = method) -> float:
+        both = epsilons(s, t, accountant, method)
+        spent = both[view]
+        tried = f"{'rounds' if algo else 'steps'} {t}" if sigma is not None else f"sigma {s:.6g}"
+        say(f"{tried}: epsilon {spent:.5g}")
+        return spent
 
     # A PLD group bound uses no RDP: name the accountant that produced the number.
     used = "pld" if effective_k > 1 and method == "pld" else accountant
@@ -113,11 +164,19 @@ def command(
         return most_steps(lambda t: epsilon(s, t, "rdp", "normal"), target) or None
 
     plan(sigma or 1.0, length or 1)  # validate the algorithm's options before searching
+    count = [0]
+
+    def say(text: str) -> None:
+        # On a terminal only (stderr; silent for json/csv and when piped): what the search tried
+        # last, so a long search (a PLD group bound: seconds per evaluation) shows it moves.
+        update(f"calibrating {'sigma' if sigma is None else 'the length'}, evaluation {count[0]}: {text}")
+
+    def counted(n: int) -> None:
+        count[0] = n
+
     with library_errors(), status(fmt, "calibrating") as update:
         if sigma is None:
-            found = calibrate(
-                lambda s: epsilon(s, length), budget, "sigma", progress=lambda n: update(f"evaluation {n}")
-            )
+            found = calibrate(lambda s: epsilon(s, length), budget, "sigma", progress=counted)
             sigma_out, steps_out, solved = found.value, length, "sigma"
         else:
             solved = "rounds" if algo else "steps"
@@ -126,9 +185,18 @@ def command(
                 budget,
                 solved,
                 start=_rdp_hint(sigma, budget),
-                progress=lambda n: update(f"evaluation {n}"),
+                progress=counted,
             )
             sigma_out, steps_out = sigma, int(found.value)
+        final_views = epsilons(sigma_out, steps_out) if sampled else {"model": found.epsilon}
+        curve = None
+        if plot is not None:
+            update("drawing the plot")
+            curve = _curve(
+                lambda x: epsilons(x, length) if sigma is None else epsilons(sigma, int(x)),
+                sigma_out if sigma is None else steps_out,
+                integer=sigma is not None,
+            )
     final = plan(sigma_out, steps_out)
     q_out = q if not algo else (record_q if algo == "uldp-group" else user_q)
     row = {
@@ -149,18 +217,62 @@ def command(
     }
     if algo:
         row["rounds"] = steps_out
+    columns = COLUMNS
+    if sampled:
+        row["view"] = view
+        row["epsilon_model"], row["epsilon_server"] = final_views["model"], final_views["server"]
+        at = COLUMNS.index(("epsilon", "epsilon"))
+        columns = COLUMNS[:at] + VIEW_COLUMNS[view] + COLUMNS[at + 1 :]
     group = (
         [("group", f"budget must hold for groups of k = {effective_k} ({method})")] if effective_k > 1 else []
     )
     assumptions = accounting_assumptions(
         [final], delta=delta, accountants=[used], conversion=conversion, orders=orders, extra=group
     ).as_dict()
+    if sampled:
+        assumptions["view"] = (
+            f"the budget is for the {'released model' if view == 'model' else 'server'}'s view "
+            f"(--view {view}); the {'server' if view == 'model' else 'released model'}'s "
+            "epsilon is printed next to it"
+        )
+    notes = [f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"]
+    if sampled and view == "model" and final_views["server"] > budget:
+        notes.append(
+            f"the server, which draws the user sample, sees epsilon {final_views['server']:.4g} > "
+            f"budget {budget:g}; --view server calibrates for it"
+        )
+    if plot is not None and curve is not None:
+        draw_calibration_plot(
+            plot,
+            curve,
+            solved=solved,
+            answer=sigma_out if sigma is None else steps_out,
+            budget=budget,
+            view=view,
+            title=f"delta = {delta:g}; "
+            + final.assumptions.get("mechanism", "")
+            + (f"; budget for the {'released model' if view == 'model' else 'server'}" if sampled else ""),
+        )
+        notes.append(f"plot written to {plot}")
     emit(
         "uldp calibrate",
-        COLUMNS,
+        columns,
         [row],
         fmt,
         assumptions=assumptions,
         document={"command": "calibrate", "assumptions": assumptions, **row},
-        notes=[f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"],
+        notes=notes,
     )
+
+
+def _curve(
+    epsilons: Callable[[float], dict[str, float]], answer: float, *, integer: bool, points: int = 17
+) -> list[tuple[float, dict[str, float]]]:
+    """epsilon of each view at `points` values from answer / 4 to 4 x answer (log-spaced), and
+    at the answer itself: the curve the plot draws."""
+    import numpy as np
+
+    xs = set(np.geomspace(answer / 4, answer * 4, points).tolist()) | {float(answer)}
+    if integer:
+        xs = {float(max(1, round(x))) for x in xs}
+    return [(x, epsilons(x)) for x in sorted(xs)]
