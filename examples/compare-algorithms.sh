@@ -13,7 +13,7 @@
 # server step divides by |U||S| (Algorithm 3 line 6).
 set -euo pipefail
 
-CONFIG=${1:-examples/train-heart-disease.yaml}
+CONFIG=${1:-"$(dirname "${BASH_SOURCE[0]}")/train-heart-disease.yaml"}  # found from any directory
 OUT=${2:-compare-out}
 SIGMA=${3:-}
 ALGOS=${ALGOS:-"default uldp-naive uldp-group uldp-avg uldp-avg-w uldp-sgd uldp-sgd-w"}
