@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -111,11 +112,25 @@ class OutputFile(click.Path):
         super().__init__(dir_okay=False, writable=True, path_type=Path)
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Path:
+        if not os.fsdecode(value).strip():
+            self.fail("an empty path; give a file name", param, ctx)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))  # path_type=Path: a Path already
         directory = path.resolve().parent
-        if not directory.is_dir() or not os.access(directory, os.W_OK):
+        if path.is_dir():
+            self.fail(f"{path} is a directory; give a file name", param, ctx)
+        if not directory.is_dir() or not _can_create_in(directory):
             self.fail(f"{path}: directory {directory} does not exist or is not writable", param, ctx)
         return path
+
+
+def _can_create_in(directory: Path) -> bool:
+    """Whether a file can really be created in `directory`: os.access says yes to root even on
+    read-only or virtual file systems (/proc), where the atomic write would fail after the work."""
+    try:
+        with tempfile.NamedTemporaryFile(dir=directory, prefix=".uldp-probe-"):
+            return True
+    except OSError:
+        return False
 
 
 class AlgorithmChoice(click.Choice):

@@ -131,3 +131,29 @@ def test_an_output_file_in_a_missing_directory_is_refused_before_any_work(tmp_pa
     assert result.exit_code == 2
     assert "does not exist or is not writable" in result.output
     assert len(result.output.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("", "an empty path"),
+        ("/proc/uldp-out.png", "does not exist or is not writable"),  # root may "access" /proc
+        ("{tmp}", "is a directory"),
+    ],
+)
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "1000", "--plot"],
+        ["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "10", "--plot"],
+        ["subject", "--members", "4", "--per-round", "4", "--rounds", "10", "--local-steps", "1"]
+        + ["--record-q", "0.1", "--sigma", "1", "--plot"],
+    ],
+)
+def test_an_unusable_plot_path_is_one_line_and_exit_2(tmp_path, command, target, message):
+    from uldp.cli.main import cli
+
+    result = CliRunner().invoke(cli, [*command, target.format(tmp=tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert message in result.output
+    assert len(result.output.strip().splitlines()) == 1
