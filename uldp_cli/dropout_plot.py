@@ -11,7 +11,7 @@ import numpy as np
 
 from uldp.accountants.dropout import DropoutRound
 
-from .figures import plain_log_ticks, save_png, subplots
+from .figures import budget_line, log_rounds_axes, save_png, subplots
 
 # Round counts on each curve: RDP curves are cheap at any T, the tight accountants are not.
 POINTS = {"rdp": 40}
@@ -74,22 +74,8 @@ def draw_dropout_plot(
         if marks:
             axes.plot(*zip(*marks), ls="none", marker="o", ms=4, color=style["color"])
     for budget in budgets:
-        axes.axhline(budget, color="tab:blue", lw=0.9, ls=":")
-        axes.annotate(
-            f"budget {budget:g}",
-            (0, budget),
-            xycoords=("axes fraction", "data"),
-            xytext=(2, 2),
-            textcoords="offset points",
-            fontsize=7,
-            color="tab:blue",
-            va="bottom",
-        )
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    plain_log_ticks(axes.yaxis, min(drawn), max(drawn))
-    plain_log_ticks(axes.xaxis, 1, largest)
-    axes.set_xlim(0.85, largest * 1.15)  # a margin, so the marks at T = 1 and T = max show whole
+        budget_line(axes, budget, f"budget {budget:g}", fontsize=7)
+    log_rounds_axes(axes, drawn, largest)
     axes.set_xlabel("rounds T")
     axes.set_ylabel("epsilon of the released model (upper bound)")
     axes.set_title(title, fontsize=9)

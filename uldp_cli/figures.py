@@ -45,3 +45,28 @@ def plain_log_ticks(axis, low: float, high: float) -> None:
     axis.set_major_locator(LogLocator(base=10, subs=subs))
     axis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
     axis.set_minor_formatter(NullFormatter())
+
+
+def budget_line(axes, budget: float, label: str, *, fontsize: float = 8) -> None:
+    """A dotted horizontal line at `budget`, labelled at the left edge just above it."""
+    axes.axhline(budget, color="tab:blue", lw=0.9, ls=":")
+    axes.annotate(
+        label,
+        (0, budget),
+        xycoords=("axes fraction", "data"),
+        xytext=(2, 2),
+        textcoords="offset points",
+        fontsize=fontsize,
+        color="tab:blue",
+        va="bottom",
+    )
+
+
+def log_rounds_axes(axes, drawn: list[float], largest: int) -> None:
+    """Log-log axes for epsilon against rounds 1..largest, labelled in plain numbers, with a margin
+    so that marks at the first and last round show whole."""
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    plain_log_ticks(axes.yaxis, min(drawn), max(drawn))
+    plain_log_ticks(axes.xaxis, 1, largest)
+    axes.set_xlim(0.85, largest * 1.15)

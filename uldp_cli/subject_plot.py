@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .figures import plain_log_ticks, save_png, subplots
+from .figures import budget_line, log_rounds_axes, save_png, subplots
 
 POINTS = {"rdp": 40}
 TIGHT_POINTS = 12
@@ -47,22 +47,8 @@ def draw_subject_plot(
         color="gray",
     )
     if budget is not None:
-        axes.axhline(budget, color="tab:blue", lw=0.9, ls=":")
-        axes.annotate(
-            f"budget E = {budget:g}",
-            (0, budget),
-            xycoords=("axes fraction", "data"),
-            xytext=(3, 2),
-            textcoords="offset points",
-            fontsize=8,
-            color="tab:blue",
-            va="bottom",
-        )
-    axes.set_xscale("log")
-    axes.set_yscale("log")
-    plain_log_ticks(axes.yaxis, min(drawn), max(drawn))
-    plain_log_ticks(axes.xaxis, 1, largest)
-    axes.set_xlim(0.85, largest * 1.15)  # a margin, so the marks at the ends show whole
+        budget_line(axes, budget, f"budget E = {budget:g}")
+    log_rounds_axes(axes, drawn, largest)
     axes.set_xlabel("rounds R")
     axes.set_ylabel("subject-level epsilon (upper bound)")
     axes.set_title(title, fontsize=9)
