@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -55,6 +56,14 @@ class Interval(click.ParamType):
             self.fail(f"{_shown(value)} is not a number.", param, ctx)
         if not self.contains(number):
             self.fail(f"{_shown(value)} is not in {self.describe()}", param, ctx)
+        if number != 0 and abs(number) < sys.float_info.min:
+            # Subnormal doubles lose precision and turn into 0 or inf in the first product.
+            self.fail(
+                f"{_shown(value)} is too small to compute with (the smallest usable magnitude is "
+                f"{sys.float_info.min:.1e})",
+                param,
+                ctx,
+            )
         return number
 
     def __repr__(self) -> str:
@@ -62,10 +71,11 @@ class Interval(click.ParamType):
 
 
 class PositiveFloat(Interval):
-    """A finite float > 0: a noise multiplier, an epsilon, a clipping bound."""
+    """A finite float > 0: a noise multiplier, an epsilon, a clipping bound; `high` caps it where
+    the maths stops being meaningful or representable (closed, so the cap itself is allowed)."""
 
-    def __init__(self) -> None:
-        super().__init__(0.0, math.inf)
+    def __init__(self, high: float = math.inf) -> None:
+        super().__init__(0.0, high, high_open=math.isinf(high))
 
 
 class Probability(Interval):
@@ -82,10 +92,18 @@ class OpenUnitInterval(Interval):
         super().__init__(0.0, 1.0)
 
 
+#: The largest integer any option takes unless it says less: a signed 64-bit integer, which is what
+#: numpy and torch store counts and seeds in ("Overflow when unpacking long long" above it).
+INT64_MAX = 2**63 - 1
+
+
 class PositiveInt(click.ParamType):
-    """An integer >= 1: a step count, a group size k, a number of silos."""
+    """An integer in [1, high]: a step count, a group size k, a number of silos."""
 
     name = "integer"
+
+    def __init__(self, high: int = INT64_MAX) -> None:
+        self.high = high
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         if isinstance(value, bool):
@@ -101,6 +119,8 @@ class PositiveInt(click.ParamType):
             self.fail(f"{_shown(value)} is not an integer.", param, ctx)
         if number < 1:
             self.fail(f"{_shown(value)} is not a positive integer.", param, ctx)
+        if number > self.high:
+            self.fail(f"{_shown(value)} is above the largest supported value, {self.high}.", param, ctx)
         return number
 
 

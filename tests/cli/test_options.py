@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import sys
 
 import click
 import pytest
@@ -9,7 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uldp.cli.options import (
+    INT64_MAX,
     CommaList,
+    Interval,
     OpenUnitInterval,
     PositiveFloat,
     PositiveInt,
@@ -86,13 +89,33 @@ def test_help_shows_comma_list_metavar() -> None:
 
 
 @given(st.floats(allow_nan=True, allow_infinity=True))
-def test_probability_accepts_exactly_the_half_open_unit_interval(x: float) -> None:
+def test_probability_accepts_exactly_the_normal_floats_of_the_half_open_unit_interval(x: float) -> None:
     try:
         accepted = Probability().convert(repr(x), None, None)
     except click.BadParameter:
-        assert not 0 < x <= 1
+        assert not sys.float_info.min <= x <= 1
     else:
-        assert 0 < x <= 1 and accepted == x
+        assert sys.float_info.min <= x <= 1 and accepted == x
+
+
+@pytest.mark.parametrize("text", ["1e-310", "4.9e-324", "-1e-320"])
+def test_subnormal_values_are_refused_by_name(text: str) -> None:
+    with pytest.raises(click.BadParameter, match="too small to compute with"):
+        Interval(-1.0, 1.0).convert(text, None, None)
+
+
+def test_positive_int_has_a_ceiling_that_it_names() -> None:
+    assert PositiveInt().convert(str(INT64_MAX), None, None) == INT64_MAX
+    with pytest.raises(click.BadParameter, match="largest supported value, 9223372036854775807"):
+        PositiveInt().convert("99999999999999999999999999", None, None)
+    with pytest.raises(click.BadParameter, match="largest supported value, 10"):
+        PositiveInt(10).convert("11", None, None)
+
+
+def test_positive_float_ceiling_is_inclusive() -> None:
+    assert PositiveFloat(1e6).convert("1e6", None, None) == 1e6
+    with pytest.raises(click.BadParameter, match=r"not in \(0, 1e\+06\]"):
+        PositiveFloat(1e6).convert("1.0000001e6", None, None)
 
 
 def test_comma_list_accepts_yaml_shapes() -> None:
