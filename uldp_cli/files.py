@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 
-from uldp.trainers.atomic import atomic_write_bytes, remove_stale_temps
+from uldp.trainers.atomic import STALE_AGE_S, atomic_write, atomic_write_bytes, remove_stale_temps
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "remove_stale_temps"]
+__all__ = ["STALE_AGE_S", "atomic_write", "atomic_write_bytes", "atomic_write_text", "remove_stale_temps"]
 
 
 def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> None:
