@@ -60,7 +60,7 @@ def remove_stale_temps(target: str | os.PathLike[str], *, now: float | None = No
     target = Path(target)
     pattern = _temp_pattern(target)
     now = time.time() if now is None else now
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(target.parent))
     except OSError:
