@@ -52,7 +52,9 @@ for algo in $ALGOS; do
     continue
   fi
   echo "== $algo" >&2
-  "$ULDP" train --config "$CONFIG" --algo "$algo" ${SIGMA:+--sigma "$SIGMA"} "${extra[@]}" $EXTRA \
+  # default adds no noise: `uldp train` refuses a --sigma it would ignore.
+  [[ -n "$SIGMA" && "$algo" != default ]] && extra+=(--sigma "$SIGMA")
+  "$ULDP" train --config "$CONFIG" --algo "$algo" "${extra[@]}" $EXTRA \
     --metrics "$OUT/$algo.jsonl" --format json > "$OUT/$algo.json"
 done
 

@@ -12,10 +12,11 @@ import io
 import json
 import math
 import os
-import tempfile
 from pathlib import Path
 
 from uldp.errors import DataError
+
+from .atomic import atomic_write_bytes
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".ndjson": "jsonl", ".csv": "csv"}
 
@@ -49,18 +50,7 @@ def render(rows: list[dict], fmt: str) -> str:
 
 def write_atomic(path: str | os.PathLike, data: bytes) -> None:
     """Replace `path` by `data` in one rename (temporary file in the same directory, fsynced)."""
-    target = Path(path)
-    fd, temp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temp, 0o644)
-        os.replace(temp, target)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, data, mode=0o644)
 
 
 class MetricsFile:

@@ -23,9 +23,11 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import pickle
 import secrets
-import tempfile
 import time
+import warnings
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,7 +37,7 @@ import torch
 
 from uldp.accountants.account import account_plan
 from uldp.accountants.algorithms import Plan
-from uldp.errors import InvalidParameter
+from uldp.errors import DataError, InvalidParameter
 
 from .algorithms import (
     Algorithm,
@@ -46,11 +48,38 @@ from .algorithms import (
     make_algorithm,
     plan_algorithm,
 )
+from .atomic import atomic_write
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 
 CHECKPOINT_NAME = "checkpoint.pt"
 EVAL_CHUNK = 4096
+
+
+class TrainingDiverged(InvalidParameter):
+    """The model's parameters or test loss stopped being finite in round `round`: every later
+    round would train on NaN, so the run stops there and names the settings to lower."""
+
+    def __init__(self, round: int, loss: float, options: frozenset[str], user_q: float = 1.0) -> None:
+        self.round = round
+        knobs = [f"--{name.replace('_', '-')}" for name in ("lr", "global_lr", "clip") if name in options]
+        lower = " or ".join([", ".join(knobs[:-1]), knobs[-1]] if len(knobs) > 1 else knobs or ["--lr"])
+        if user_q < 1:  # the server step divides by q |U| |S|: a tiny q magnifies everything
+            lower += " (or raise --user-q)"
+        kept = (
+            "no round was completed"
+            if round == 1
+            else f"--checkpoint and --metrics, if given, keep round {round - 1}"
+        )
+        what = "parameters" if math.isfinite(loss) else f"test loss ({loss})"
+        super().__init__(
+            f"training diverged in round {round}: the model's {what} stopped being finite; lower "
+            f"{lower} (round {round} was not released; {kept})"
+        )
+
+
+def _finite(params: dict[str, torch.Tensor]) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in params.values())
 
 
 @dataclass
@@ -179,14 +208,9 @@ def _assumptions(
 
 
 def _atomic_save(obj, path: Path) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, temp)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    """Save `obj` to `path` in one fsynced rename (file and directory), like every output: a crash
+    or a signal leaves the previous round's checkpoint whole (uldp.trainers.atomic)."""
+    atomic_write(path, lambda handle: torch.save(obj, handle), mode=0o600)
 
 
 def _comparable(cfg: TrainConfig) -> dict:
@@ -261,6 +285,9 @@ def train(
         messages = [algorithm.silo_update(s, params, plan, ctx, cfg, rng) for s, rng in zip(silos, silo_rngs)]
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
         loss, value = evaluate(model, params, x_test, y_test, task, metric)
+        if not _finite(params) or (len(x_test) and not math.isfinite(loss)):
+            # Nothing of this round is kept: the checkpoint and metrics still hold round t - 1.
+            raise TrainingDiverged(t, loss, get_algorithm(cfg.algo).options, cfg.user_q)
         epsilon, server_epsilon = user_epsilons(accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta)
         row = {
             "round": t,
@@ -300,13 +327,61 @@ def train(
     )
 
 
+#: What a checkpoint of this version holds; a file without one of them is not ours, or older.
+CHECKPOINT_KEYS = frozenset(
+    (
+        "round",
+        "params",
+        "history",
+        "config",
+        "dataset",
+        "elapsed",
+        "torch_rng",
+        "noise_entropy",
+        "noise_fixed",
+    )
+)
+
+
+def read_checkpoint(checkpoint: Path, device: str = "cpu") -> dict:
+    """The state saved in `checkpoint`; `DataError` naming --checkpoint if it cannot be used.
+
+    Loaded with `weights_only=True` (tensors and plain containers only: a checkpoint from
+    elsewhere cannot run code). torch's own messages are not passed on: they advise
+    `weights_only=False`, which would be exactly the wrong advice for a file of unknown origin.
+    """
+    if checkpoint.is_dir():
+        raise DataError(f"--checkpoint: {checkpoint} is a directory, not a checkpoint file; remove it")
+    try:
+        with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
+            warnings.simplefilter("ignore")
+            state = torch.load(checkpoint, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as error:
+        reason = (
+            "cannot be read" if isinstance(error, PermissionError) else "is truncated or not a checkpoint"
+        )
+        raise DataError(
+            f"--checkpoint: {checkpoint} {reason}; give another --checkpoint DIR, or --overwrite "
+            "to start a new run in this one"
+        ) from None
+    missing = CHECKPOINT_KEYS - set(state) if isinstance(state, dict) else CHECKPOINT_KEYS
+    if missing:
+        raise DataError(
+            f"--checkpoint: {checkpoint} is not a uldp train checkpoint of this version (missing "
+            f"{', '.join(sorted(missing))}); give another --checkpoint DIR, or --overwrite to replace it"
+        )
+    return state
+
+
 def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: str) -> dict | None:
     """The saved state to resume from (None: no checkpoint yet, start from round 1)."""
     if checkpoint is None:
         raise InvalidParameter("--resume needs --checkpoint DIR")
     if not checkpoint.exists():
         return None
-    state = torch.load(checkpoint, map_location=device, weights_only=True)
+    state = read_checkpoint(checkpoint, device)
     if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
         raise InvalidParameter(
             f"{checkpoint} was written by a different run (settings or data differ); "

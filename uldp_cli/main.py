@@ -20,6 +20,7 @@ import click
 
 from uldp import __version__
 from uldp.cli.errors import MissingExtra, library_errors, missing_extra, one_line
+from uldp.cli.signals import install as install_signal_handlers
 
 COMMANDS_PACKAGE = "uldp.cli.commands"
 
@@ -149,3 +150,4 @@ class LazyGroup(click.Group):
 def cli() -> None:
     """User-level differential privacy for cross-silo federated learning: accounting, budgets,
     training and the private weighting protocol."""
+    install_signal_handlers()  # SIGTERM/SIGHUP unwind like Ctrl-C: temp files removed, exit 128+n

@@ -1,7 +1,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,3 +48,86 @@ def test_failed_write_keeps_old_file_and_removes_temp(
         atomic_write_text(target, "new")
     assert target.read_text() == "old"
     assert os.listdir(tmp_path) == ["report.txt"]
+
+
+# --- issue 12: temporary files carry the writer's pid; a killed writer's are cleaned up -------------
+
+
+def _dead_pid() -> int:
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_temp_file_names_its_writer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+    real_replace = os.replace
+
+    def spy(src: str, dst: object) -> None:
+        seen.append(Path(src).name)
+        real_replace(src, dst)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "replace", spy)
+    atomic_write_text(tmp_path / "q.csv", "a\n")
+    assert seen and seen[0].startswith(f".q.csv.{os.getpid()}.") and seen[0].endswith(".tmp")
+
+
+def test_stale_temps_removed_only_when_ours_and_dead_or_old(tmp_path: Path) -> None:
+    target = tmp_path / "q.csv"
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        dead = tmp_path / f".q.csv.{_dead_pid()}.abcd1234.tmp"
+        alive = tmp_path / f".q.csv.{live.pid}.abcd1234.tmp"
+        old = tmp_path / f".q.csv.{live.pid}.zzzz9999.tmp"
+        legacy = tmp_path / ".q.csv.abcd1234.tmp"  # written before temp names carried a pid
+        other_target = tmp_path / f".r.csv.{_dead_pid()}.abcd1234.tmp"
+        not_ours = tmp_path / ".q.csv.notes.tmp"
+        for path in (dead, alive, old, legacy, other_target, not_ours):
+            path.write_text("partial")
+        day_ago = time.time() - files.STALE_AGE_S - 60
+        os.utime(old, (day_ago, day_ago))
+        atomic_write_text(target, "new\n")
+        assert target.read_text() == "new\n"
+        assert not dead.exists() and not old.exists() and not legacy.exists()
+        assert alive.exists() and other_target.exists() and not_ours.exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+SLOW_WRITER = """
+import sys, time
+from uldp.cli.signals import install
+from uldp.cli.files import atomic_write
+install()
+
+def write(handle):
+    handle.write(b"x" * 1_000_000)
+    handle.flush()
+    print("writing", flush=True)
+    time.sleep(60)
+
+atomic_write(sys.argv[1], write)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_sigterm_and_sighup_remove_the_temp_file_and_exit_128_plus_signum(
+    tmp_path: Path, signum: int
+) -> None:
+    target = tmp_path / "q.csv"
+    process = subprocess.Popen(
+        [sys.executable, "-c", SLOW_WRITER, str(target)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    assert process.stdout.readline().strip() == "writing"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # the write is in flight
+    process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == 128 + signum, err
+    assert "Traceback" not in err
+    assert f"Stopped by {signal.Signals(signum).name}" in err
+    assert list(tmp_path.iterdir()) == []

@@ -74,4 +74,9 @@ def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> FedAvg:
     return FedAvg()
 
 
-SPEC = AlgorithmSpec(name="default", help="FedAVG, no privacy (the non-private baseline, §5.1).", build=build)
+SPEC = AlgorithmSpec(
+    name="default",
+    help="FedAVG, no privacy (the non-private baseline, §5.1).",
+    build=build,
+    options=frozenset(("lr", "global_lr", "local_epochs", "batch_size")),  # no clipping, no noise
+)

@@ -306,4 +306,5 @@ SPEC = AlgorithmSpec(
     "records per user, group privacy (Algorithm 2, Theorem 2).",
     build=build,
     plan=group_plan,
+    options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size", "group_k")),
 )

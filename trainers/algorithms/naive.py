@@ -89,4 +89,5 @@ SPEC = AlgorithmSpec(
     help="ULDP-NAIVE, each silo clips its whole delta and adds noise (Algorithm 1, Theorem 1).",
     build=build,
     plan=naive_plan,
+    options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size")),
 )

@@ -69,9 +69,20 @@ def trainer_factory(name: str) -> Callable[[TrainConfig, list[SiloData], str], P
     return build
 
 
+def per_user_options(name: str) -> frozenset[str]:
+    """What `PerUserClipping(name)` reads: ULDP-SGD takes one full gradient per user, so no local
+    learning rate, epochs or batch; neither trains on silo-level batches or keeps k records."""
+    common = {"sigma", "clip", "global_lr", "batched"}
+    if name.startswith("uldp-sgd"):
+        return frozenset(common)
+    return frozenset({*common, "lr", "local_epochs", "local_batch_size"})
+
+
 def per_user_spec(name: str, help: str, plan: Callable[[PlanInputs], Plan]) -> AlgorithmSpec:
     """ULDP-AVG's or ULDP-SGD's spec, trained by `PerUserClipping(name)`."""
-    return AlgorithmSpec(name=name, help=help, build=trainer_factory(name), plan=plan)
+    return AlgorithmSpec(
+        name=name, help=help, build=trainer_factory(name), plan=plan, options=per_user_options(name)
+    )
 
 
 def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
@@ -84,6 +95,7 @@ def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
         plan=base.plan,
         accounted_as=base.name,
         secure=True,
+        options=base.options,
     )
 
 

@@ -36,6 +36,23 @@ class PlanInputs:
     k: int | None = None  # records kept per user (ULDP-GROUP-k)
 
 
+#: The training settings (`TrainConfig` fields) an algorithm may read. `uldp train` refuses a
+#: value given for one that the chosen algorithm's `AlgorithmSpec.options` leaves out, rather
+#: than train as if it mattered (issue 12).
+TRAINING_OPTIONS = frozenset(
+    (
+        "sigma",
+        "clip",
+        "lr",
+        "global_lr",
+        "local_epochs",
+        "batch_size",
+        "local_batch_size",
+        "group_k",
+        "batched",
+    )
+)
+
 PlanFunction = Callable[[PlanInputs], "Plan"]
 TrainerFactory = Callable[["TrainConfig", "list[SiloData]", str], "Algorithm"]
 
@@ -49,6 +66,8 @@ class AlgorithmSpec:
     mechanism this one releases when the two differ only in who computes the weights (the `-w`
     variants release ULDP-AVG's / ULDP-SGD's mechanism); it defaults to the spec's own name.
     `secure`: `uldp train --secure` may run the server's weighting through Protocol 1.
+    `options`: the `TRAINING_OPTIONS` its trainer reads (all, unless it says less); `uldp train`
+    refuses the others when the user sets them.
     """
 
     name: str
@@ -57,8 +76,12 @@ class AlgorithmSpec:
     plan: PlanFunction | None = None
     accounted_as: str | None = None
     secure: bool = False
+    options: frozenset[str] = TRAINING_OPTIONS
 
     def __post_init__(self) -> None:
+        unknown = set(self.options) - TRAINING_OPTIONS
+        if unknown:
+            raise InvalidParameter(f"{self.name}: unknown training options {sorted(unknown)}")
         if self.plan is not None and self.accounted_as is None:
             object.__setattr__(self, "accounted_as", self.name)
         if self.plan is None and self.accounted_as is not None:

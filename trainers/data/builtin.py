@@ -80,6 +80,7 @@ def load_dataset(
             f"({', '.join(records.silo_names)}), got {silos}"
         )
     n_silos = records.default_silos if silos is None else silos
+    _check_sizes(users, n_silos, len(records.y), name)
     if labels_per_user is not None:
         _check_labels_per_user(labels_per_user, records, name)
     description = describe(method, fixed_silos=fixed, labels_per_user=labels_per_user, seed=seed)
@@ -95,6 +96,21 @@ def load_dataset(
         test_fraction=test_fraction,
         description=description,
     )
+
+
+def _check_sizes(users: int, silos: int, n_records: int, name: str) -> None:
+    """Every user and every silo must be able to hold a record: more of them than records would
+    train users with no data while the epsilon and the averaging count them (issue 12)."""
+    if users > n_records:
+        raise DataError(
+            f"--users {users} is more than the {n_records} records of {name}: "
+            f"give --users {n_records} or fewer"
+        )
+    if silos > n_records:
+        raise DataError(
+            f"--silos {silos} is more than the {n_records} records of {name}: "
+            f"give --silos {n_records} or fewer"
+        )
 
 
 def _check_labels_per_user(labels_per_user: int, records: Records, name: str) -> None:

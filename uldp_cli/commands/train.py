@@ -2,31 +2,103 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import click
+from click.core import ParameterSource
 
 from uldp.trainers.defaults import describe, train_defaults
 
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
+from ..locks import output_locks
 from ..options import (
     AlgorithmChoice,
     AlgorithmOption,
+    Interval,
     OutputFile,
     PositiveFloat,
     PositiveInt,
-    Probability,
+    _can_create_in,
+    _shown,
     delta_option,
     format_option,
 )
 from ..progress import round_progress
 from ..render import emit
+from ..signals import Terminated
 
 DATASETS = ("mnist", "heart-disease", "gbsg2", "creditcard")
 MODELS = ("auto", "cnn", "mlp", "logistic", "cox")
 MAX_TABLE_ROWS = 15
+
+# Parse-time ranges (issue 12): where the maths, the float32 model or memory stops being
+# meaningful; each option's --help and docs/train.md ("Ranges") state them.
+SIGMA_RANGE = (1e-6, 1e6)  # below: epsilon ~1e12 (meaningless); above: epsilon 0 at any delta
+CLIP_RANGE = (1e-6, 1e6)  # parameter-norm units; sigma * C must stay far inside float32 (3.4e38)
+MAX_LR = 1e6
+MAX_GLOBAL_LR = 1e9  # ULDP-AVG divides the server step by q |U| |S| (Algorithm 3 line 6)
+MIN_USER_Q = 1e-6  # the server step divides by q: a smaller q only magnifies noise to overflow
+MAX_ROUNDS = 100_000
+MAX_USERS = 10_000_000
+MAX_SILOS = 10_000
+MAX_LABELS_PER_USER = 10_000
+MAX_GROUP_K = 1_000_000
+MAX_LOCAL_EPOCHS = 10_000
+MAX_BATCH = 100_000_000
+MAX_SEED = 2**32 - 1  # numpy's legacy seeds and torch.manual_seed take 32 bits without surprise
+MAX_NOISE_SEED = 2**128 - 1  # the entropy drawn by default is 128 bits
+KEY_BITS_RANGE = (256, 16384)  # Paillier: >= 2048 unless --test-keys; 16384 takes minutes to make
+MAX_THREADS = 1024
+MAX_EVERY = MAX_ROUNDS
+#: uldp.trainers.runner.CHECKPOINT_NAME, repeated so that parsing does not import torch (a test
+#: keeps the two equal).
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+class IntIn(click.ParamType):
+    """An integer in [low, high] (a seed, key bits): no float truncation, no int64 overflow."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+        try:
+            number = int(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+        if not self.low <= number <= self.high:
+            self.fail(f"{_shown(value)} is not in [{self.low}, {self.high}]", param, ctx)
+        return number
+
+
+class CheckpointDir(click.ParamType):
+    """--checkpoint DIR: refused at parse time, before any training, if a checkpoint could not be
+    written there (empty path, a file, a read-only or missing parent) (issue 12)."""
+
+    name = "directory"
+
+    def convert(self, value, param, ctx):
+        text = os.fsdecode(value) if isinstance(value, (str, bytes, os.PathLike)) else str(value)
+        if not text.strip():
+            self.fail("an empty path; give a directory", param, ctx)
+        path = Path(text)
+        if path.exists() and not path.is_dir():
+            self.fail(f"{path} is a file; give a directory", param, ctx)
+        if (path / CHECKPOINT_FILE).is_dir():
+            self.fail(f"{path / CHECKPOINT_FILE} is a directory, not a checkpoint; remove it", param, ctx)
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent  # the directory that `mkdir -p` would create it in
+        if not existing.is_dir() or not _can_create_in(existing.resolve()):
+            self.fail(f"{path}: directory {existing} is not writable", param, ctx)
+        return text
 
 
 class GroupK(click.ParamType):
@@ -38,9 +110,9 @@ class GroupK(click.ParamType):
         if isinstance(value, str) and value.strip().lower() in ("max", "median"):
             return value.strip().lower()
         try:
-            return PositiveInt().convert(value, param, ctx)
+            return PositiveInt(MAX_GROUP_K).convert(value, param, ctx)
         except click.BadParameter:
-            self.fail(f"{value!r} is not an integer >= 1, max or median", param, ctx)
+            self.fail(f"{value!r} is not an integer in [1, {MAX_GROUP_K}], max or median", param, ctx)
 
 
 @click.command("train")
@@ -71,17 +143,36 @@ class GroupK(click.ParamType):
     show_default=True,
     help="Your table's task.",
 )
-@click.option("--rounds", type=PositiveInt(), default=None, help=f"Training rounds T ({describe('rounds')}).")
-@click.option("--sigma", type=PositiveFloat(), default=None, help=f"Noise multiplier ({describe('sigma')}).")
-@click.option("--clip", type=PositiveFloat(), default=1.0, show_default=True, help="Clipping bound C.")
 @click.option(
-    "--users",
-    type=PositiveInt(),
+    "--rounds",
+    type=PositiveInt(MAX_ROUNDS),
     default=None,
-    help=f"Users |U| to allocate records to ({describe('users')}).",
+    help=f"Training rounds T, 1 to {MAX_ROUNDS:,} ({describe('rounds')}).",
 )
 @click.option(
-    "--silos", type=PositiveInt(), default=None, help="Silos |S| (default: 5, or the data set's fixed silos)."
+    "--sigma",
+    type=Interval(*SIGMA_RANGE, low_open=False, high_open=False),
+    default=None,
+    help=f"Noise multiplier, in [1e-6, 1e6] ({describe('sigma')}).",
+)
+@click.option(
+    "--clip",
+    type=Interval(*CLIP_RANGE, low_open=False, high_open=False),
+    default=1.0,
+    show_default=True,
+    help="Clipping bound C, in [1e-6, 1e6].",
+)
+@click.option(
+    "--users",
+    type=PositiveInt(MAX_USERS),
+    default=None,
+    help=f"Users |U| to allocate records to, 1 to the records, at most {MAX_USERS:,} ({describe('users')}).",
+)
+@click.option(
+    "--silos",
+    type=PositiveInt(MAX_SILOS),
+    default=None,
+    help=f"Silos |S|, 1 to {MAX_SILOS:,} (default: 5, or the data set's fixed silos).",
 )
 @click.option(
     "--allocation",
@@ -92,60 +183,68 @@ class GroupK(click.ParamType):
 )
 @click.option(
     "--labels-per-user",
-    type=PositiveInt(),
+    type=PositiveInt(MAX_LABELS_PER_USER),
     default=None,
-    help="Non-i.i.d. users: at most this many labels each.",
+    help=f"Non-i.i.d. users: at most this many labels each (1 to {MAX_LABELS_PER_USER:,}).",
 )
 @click.option(
     "--seed",
-    type=int,
+    type=IntIn(0, MAX_SEED),
     default=0,
     show_default=True,
-    help="Seed for the data allocation and the initial model.",
+    help="Seed for the data allocation and the initial model, 0 to 2**32-1.",
 )
 @click.option(
     "--noise-seed",
-    type=click.IntRange(min=0),
+    type=IntIn(0, MAX_NOISE_SEED),
     default=None,
-    help="Make noise and sampling reproducible (experiments only: anyone who knows it "
-    "can remove the noise). Default: fresh OS entropy every run.",
+    help="Make noise and sampling reproducible, 0 to 2**128-1 (experiments only: anyone who "
+    "knows it can remove the noise). Default: fresh OS entropy every run.",
 )
 @click.option(
     "--user-q",
-    type=Probability(),
+    type=Interval(MIN_USER_Q, 1.0, low_open=False, high_open=False),
     default=1.0,
     show_default=True,
-    help="User-level Poisson sampling rate per round (Algorithm 4), in (0, 1].",
+    help="User-level Poisson sampling rate per round (Algorithm 4), in [1e-6, 1].",
 )
 @click.option(
     "--group-k",
     type=GroupK(),
     default="median",
     show_default=True,
-    help="uldp-group: records kept per user, an integer >= 1, max or median.",
+    help=f"uldp-group: records kept per user, an integer in [1, {MAX_GROUP_K:,}], max or median.",
 )
 @click.option(
-    "--local-epochs", type=PositiveInt(), default=None, help=f"Local epochs Q ({describe('local_epochs')})."
+    "--local-epochs",
+    type=PositiveInt(MAX_LOCAL_EPOCHS),
+    default=None,
+    help=f"Local epochs Q, 1 to {MAX_LOCAL_EPOCHS:,} ({describe('local_epochs')}).",
 )
-@click.option("--lr", type=PositiveFloat(), default=None, help=f"Local learning rate ({describe('lr')}).")
+@click.option(
+    "--lr",
+    type=PositiveFloat(MAX_LR),
+    default=None,
+    help=f"Local learning rate, in (0, 1e6] ({describe('lr')}).",
+)
 @click.option(
     "--global-lr",
-    type=PositiveFloat(),
+    type=PositiveFloat(MAX_GLOBAL_LR),
     default=None,
-    help=f"Global (server) learning rate ({describe('global_lr')}).",
+    help=f"Global (server) learning rate, in (0, 1e9] ({describe('global_lr')}).",
 )
 @click.option(
     "--batch-size",
-    type=PositiveInt(),
+    type=PositiveInt(MAX_BATCH),
     default=32,
     show_default=True,
-    help="Silo-level SGD / DP-SGD batch (default, uldp-naive, uldp-group).",
+    help="Silo-level SGD / DP-SGD batch, 1 to 1e8 (default, uldp-naive, uldp-group).",
 )
 @click.option(
     "--local-batch-size",
-    type=PositiveInt(),
+    type=PositiveInt(MAX_BATCH),
     default=None,
-    help="Per-user SGD batch (uldp-avg); default: all the user's records in one step.",
+    help="Per-user SGD batch, 1 to 1e8 (uldp-avg); default: all the user's records in one step.",
 )
 @delta_option
 @click.option(
@@ -156,7 +255,11 @@ class GroupK(click.ParamType):
 )
 @click.option("--secure", is_flag=True, help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier).")
 @click.option(
-    "--key-bits", type=PositiveInt(), default=3072, show_default=True, help="--secure: Paillier modulus bits."
+    "--key-bits",
+    type=IntIn(*KEY_BITS_RANGE),
+    default=3072,
+    show_default=True,
+    help="--secure: Paillier modulus bits, 2048 to 16384 (from 256 with --test-keys).",
 )
 @click.option("--test-keys", is_flag=True, help="--secure: allow small, INSECURE keys (tests only).")
 @click.option("--loop", is_flag=True, help="Train users one by one (the slow reference path).")
@@ -170,9 +273,9 @@ class GroupK(click.ParamType):
 @click.option(
     "--checkpoint",
     "checkpoint_dir",
-    type=click.Path(file_okay=False),
+    type=CheckpointDir(),
     default=None,
-    help="Directory for a checkpoint after every round.",
+    help="Directory for a checkpoint after every round (created if missing; locked while a run uses it).",
 )
 @click.option("--resume", is_flag=True, help="Continue from the checkpoint in --checkpoint.")
 @click.option(
@@ -182,7 +285,7 @@ class GroupK(click.ParamType):
 )
 @click.option(
     "--every",
-    type=PositiveInt(),
+    type=PositiveInt(MAX_EVERY),
     default=None,
     help=f"Table: show every N-th round and the last (default: N so that at most {MAX_TABLE_ROWS} "
     "rows show; --metrics and --format json/csv always have every round).",
@@ -203,9 +306,9 @@ class GroupK(click.ParamType):
 )
 @click.option(
     "--threads",
-    type=PositiveInt(),
+    type=PositiveInt(MAX_THREADS),
     default=None,
-    help="torch CPU threads (default: the CPUs free now, this process's CPUs minus the "
+    help=f"torch CPU threads, 1 to {MAX_THREADS} (default: the CPUs free now, this process's CPUs minus the "
     "1-minute load average, at least 1; docs/performance.md).",
 )
 @format_option
@@ -272,6 +375,7 @@ def command(
         test_keys,
         secure,
     )
+    _check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
     # What the user left out comes from the (data set, algorithm) defaults: trainers/defaults.py.
     given = {
         "users": users,
@@ -338,7 +442,13 @@ def command(
                 last.update(row)
                 update(row["round"], _progress_text(row, metric, rounds))
 
-            with round_progress(fmt, rounds, f"{algo} on {data.name}") as update:
+            if checkpoint_dir is not None:
+                Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)  # its lock lives in it
+            locked = {
+                "--checkpoint": None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT_FILE,
+                "--metrics": metrics_path,
+            }
+            with output_locks(locked), round_progress(fmt, rounds, f"{algo} on {data.name}") as update:
                 result = train(
                     data,
                     cfg,
@@ -352,6 +462,8 @@ def command(
                 )
     except KeyboardInterrupt:
         _interrupted(last, rounds, checkpoint_dir, resume)
+    except Terminated as signal_exit:  # SIGTERM, SIGHUP: the same report, status 128 + signum
+        _interrupted(last, rounds, checkpoint_dir, resume, status=signal_exit.code)
     if plot_path:
         from uldp.trainers.plot import plot_runs
 
@@ -380,8 +492,9 @@ def _progress_text(row: dict, metric: str, rounds: int) -> str:
     return text
 
 
-def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool) -> None:
-    """Ctrl-C: say what was completed and spent, how to resume, and exit with status 130."""
+def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool, status=INTERRUPTED) -> None:
+    """Ctrl-C (or SIGTERM, SIGHUP): say what was completed and spent, how to resume, and exit
+    with status 130 (128 + the signal's number)."""
     import shlex
     import sys
 
@@ -409,8 +522,11 @@ def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool) -> None:
     else:
         lines.append(f"No round completed: {checkpoint_dir} holds no checkpoint of this run.")
     for line in lines:
-        click.echo(line, err=True)
-    sys.exit(INTERRUPTED)
+        try:
+            click.echo(line, err=True)
+        except OSError:
+            break  # SIGHUP: the terminal is gone
+    sys.exit(status)
 
 
 def _check_inputs(
@@ -450,6 +566,69 @@ def _check_inputs(
             raise click.BadParameter(
                 "cuda is not available on this machine; use --device cpu", param_hint="'--device'"
             )
+
+
+#: The options an algorithm may leave unused (AlgorithmSpec.options), by parameter name.
+ALGORITHM_OPTIONS = {
+    "sigma": "sigma",
+    "clip": "clip",
+    "lr": "lr",
+    "global_lr": "global_lr",
+    "local_epochs": "local_epochs",
+    "batch_size": "batch_size",
+    "local_batch_size": "local_batch_size",
+    "group_k": "group_k",
+    "loop": "batched",
+}
+
+
+def _given(ctx: click.Context, name: str) -> ParameterSource | None:
+    """Where the user gave parameter `name` (command line, environment, --config), else None."""
+    source = ctx.get_parameter_source(name)
+    return None if source in (None, ParameterSource.DEFAULT) else source
+
+
+def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, checkpoint_dir) -> None:
+    """Refuse an option the run would ignore, rather than train as if it mattered (issue 12).
+
+    On the command line it is refused (exit 2); from --config it is warned about once (a config
+    shared by several algorithms, as examples/compare-algorithms.sh runs, is legitimate).
+    """
+    from uldp.trainers.algorithms import get_algorithm
+
+    spec = get_algorithm(algo)
+    ignored: dict[str, str] = {}
+    for name, field in ALGORITHM_OPTIONS.items():
+        if field not in spec.options:
+            uses = sorted(
+                f"--{o.replace('_', '-')}"
+                for o, f in ALGORITHM_OPTIONS.items()
+                if f in spec.options and o != "loop"
+            )
+            ignored[name] = f"{algo} does not use it (it takes {', '.join(uses) or 'none of these'})"
+    if user_column is not None:
+        for name in ("users", "allocation", "labels_per_user"):
+            ignored[name] = "your own table names its users (--user-column)"
+    else:
+        ignored["task"] = "it describes your own table (--user-column); a built-in data set has its task"
+        ignored["silo_column"] = "it describes your own table (--user-column)"
+        if dataset != "creditcard":
+            ignored["data_path"] = f"{dataset} is built in; only creditcard reads --data-path"
+    if not secure:
+        ignored["key_bits"] = "it sizes Protocol 1's keys, which only --secure uses"
+    if fmt != "table":
+        ignored["every"] = f"--format {fmt} always has every round"
+    if checkpoint_dir is None:
+        ignored["overwrite"] = "it replaces a --checkpoint DIR, and none was given"
+    for name, why in ignored.items():
+        source = _given(ctx, name)
+        if source is None:
+            continue
+        option = "--" + name.replace("_", "-")
+        if source is ParameterSource.DEFAULT_MAP:
+            click.echo(f"Warning: {option} from --config is ignored: {why}.", err=True)
+        else:
+            raise click.UsageError(f"{option} does not apply here: {why}; drop it", ctx)
 
 
 def _load(

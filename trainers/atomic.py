@@ -1,0 +1,145 @@
+"""Writing files so that a reader never sees half of one, and a killed writer leaves no debris.
+
+Every output of `uldp` (tables, plots, metrics, checkpoints) is written to a temporary file in
+the target's directory, fsynced, and renamed over the target: a crash leaves the old file or the
+new, whole. The temporary file is named `.{target}.{pid}.{random}.tmp`, so that a writer killed
+by SIGKILL (which no handler sees) can be recognised later: the next write to the same target
+removes such files whose writer process is gone, or which are older than `STALE_AGE_S` (a pid
+can be reused, and a file from another host names a pid that means nothing here).
+
+This module is plain Python (no torch, no click): the trainers write metrics and checkpoints
+with it, and the CLI's `uldp.cli.files` builds on it for every command's outputs.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import BinaryIO
+
+#: A temporary file older than this is stale whatever its pid says: no write of ours takes a day.
+STALE_AGE_S = 24 * 3600.0
+
+
+def temp_prefix(target: Path) -> str:
+    """The prefix of this process's temporary files for `target`: `.name.PID.`."""
+    return f".{target.name}.{os.getpid()}."
+
+
+def _temp_pattern(target: Path) -> re.Pattern[str]:
+    # mkstemp adds 8 characters of [a-z0-9_]; the pid part is absent in files of older versions.
+    return re.compile(rf"^\.{re.escape(target.name)}\.(?:(\d+)\.)?[a-z0-9_]{{8}}\.tmp$")
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists on this machine (signal 0 checks without sending)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by another user
+    except OverflowError:
+        return False
+    return True
+
+
+def remove_stale_temps(target: str | os.PathLike[str], *, now: float | None = None) -> list[Path]:
+    """Remove the temporary files a killed writer left next to `target`; return those removed.
+
+    Only files of our own naming for this very target are considered (`.name.PID.XXXXXXXX.tmp`),
+    and only those whose pid is not a live process, or (any of them) older than `STALE_AGE_S`.
+    A file that vanishes meanwhile (another run cleaning up) is not an error.
+    """
+    target = Path(target)
+    pattern = _temp_pattern(target)
+    now = time.time() if now is None else now
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(target.parent))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = pattern.match(entry.name)
+        if match is None or not entry.is_file(follow_symlinks=False):
+            continue
+        try:
+            old = now - entry.stat(follow_symlinks=False).st_mtime > STALE_AGE_S
+        except FileNotFoundError:
+            continue
+        pid = int(match.group(1)) if match.group(1) else None
+        if pid == os.getpid() and not old:
+            continue  # ours, in flight (a write in another thread)
+        if old or pid is None or not pid_alive(pid):
+            try:
+                os.unlink(entry.path)
+                removed.append(Path(entry.path))
+            except FileNotFoundError:
+                pass
+            except OSError:
+                continue  # not ours to remove after all (permissions): leave it
+    return removed
+
+
+def atomic_write(
+    path: str | os.PathLike[str], write: Callable[[BinaryIO], object], *, mode: int | None = None
+) -> None:
+    """Replace `path` by what `write(file)` writes, in one rename, fsynced (file and directory).
+
+    A crash, Ctrl-C, SIGTERM or SIGHUP (uldp.cli.signals turns the last two into exceptions)
+    leaves the old file or the new, whole, and no temporary file; a SIGKILL leaves one, which the
+    next write to `path` removes (`remove_stale_temps`). The new file gets `mode`, else the mode
+    of the file it replaces, else the usual mode of a new file (0666 less the umask).
+    """
+    target = Path(path)
+    directory = target.parent
+    remove_stale_temps(target)
+    mode = _mode_for(target) if mode is None else mode
+    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=temp_prefix(target), suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as temp:
+            write(temp)
+            temp.flush()
+            os.fsync(temp.fileno())
+        os.chmod(temp_name, mode)
+        os.replace(temp_name, target)
+    except BaseException:
+        # Also on KeyboardInterrupt and the signal exits: never leave a stray temporary file.
+        Path(temp_name).unlink(missing_ok=True)
+        raise
+    fsync_directory(directory)
+
+
+def atomic_write_bytes(
+    path: str | os.PathLike[str], data: bytes | memoryview, *, mode: int | None = None
+) -> None:
+    """`atomic_write` of `data`."""
+    atomic_write(path, lambda handle: handle.write(data), mode=mode)
+
+
+def _mode_for(target: Path) -> int:
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        # mkstemp creates 0600; a report written by the CLI should be readable like any file.
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def fsync_directory(directory: Path) -> None:
+    """Make a rename in `directory` durable (its entry on disk). Windows cannot open a directory
+    for fsync, and there the rename is already as durable as it gets."""
+    if os.name != "posix":
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
