@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
 
     public, private = keypair
     silo = federation.silos[0]
-    message = federation.server.encrypted_weights(1, sampled)
+    message = federation.server.encrypted_weights(1, sampled)[0]  # silo 0's copy
     weights, factors, fixed, offsets = silo.weighting_inputs(message, deltas[0], noise[0])
     _, fast_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets, workers=workers)
     _, fast_one_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets, workers=1)

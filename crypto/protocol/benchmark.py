@@ -135,7 +135,7 @@ def benchmark_run(
     if compare_straightforward:
         server, silo = federation.server, federation.silos[0]
         public, private = server.public_key, server.private_key
-        message = server.encrypted_weights(rounds, sampled)
+        message = server.encrypted_weights(rounds, sampled)[0]  # silo 0's copy
         inputs = silo.weighting_inputs(message, deltas[0], noise[0])
         start = time.perf_counter()
         slow = encrypted_weighted_sum(public, *inputs, method="straightforward")

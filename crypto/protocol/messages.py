@@ -1,12 +1,15 @@
 """The messages of Protocol 1 (ULDP-FL §4.1), one dataclass per arrow.
 
 Each party keeps what it received (`inbox`), so a test can inspect exactly what every party saw.
-Ciphertexts and field elements are Python ints; nothing else crosses between parties.
+Ciphertexts and field elements are Python ints; nothing else crosses between parties. Every
+message travels inside an authenticated `crypto.channel.Envelope`; `KIND` is the name its
+envelope carries (and that an error about it shows).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 from uldp.crypto.sealing import SealedBox
 
@@ -15,6 +18,7 @@ from uldp.crypto.sealing import SealedBox
 class PaillierKeyMessage:
     """Setup (a), server -> every silo: the Paillier public key n."""
 
+    KIND: ClassVar[str] = "paillier-key"
     n: int
 
 
@@ -22,6 +26,7 @@ class PaillierKeyMessage:
 class DhKeyMessage:
     """Setup (a), silo -> server: the silo's DH public key pk_s."""
 
+    KIND: ClassVar[str] = "dh-key"
     silo: int
     public: int
 
@@ -30,6 +35,7 @@ class DhKeyMessage:
 class DhKeysBroadcast:
     """Setup (b), server -> every silo: all DH public keys, by silo id."""
 
+    KIND: ClassVar[str] = "dh-keys"
     publics: tuple[tuple[int, int], ...]
 
 
@@ -37,6 +43,7 @@ class DhKeysBroadcast:
 class SealedSeedMessage:
     """Setup (c), silo 0 -> silo s' via the server: the seed R sealed under sk_{0,s'}."""
 
+    KIND: ClassVar[str] = "sealed-seed"
     sender: int
     recipient: int
     box: SealedBox
@@ -46,6 +53,7 @@ class SealedSeedMessage:
 class BlindedHistogramMessage:
     """Setup (e), silo -> server: B'(n_{s,u}) = r_u n_{s,u} + pairwise masks (mod n), per user."""
 
+    KIND: ClassVar[str] = "blinded-histogram"
     silo: int
     values: tuple[int, ...]
 
@@ -54,6 +62,7 @@ class BlindedHistogramMessage:
 class EncryptedWeightsMessage:
     """Round (a), server -> every silo: Enc(B_inv(N_u)) per user (Enc(0) if not sampled)."""
 
+    KIND: ClassVar[str] = "encrypted-weights"
     round: int
     ciphertexts: tuple[int, ...]
 
@@ -62,6 +71,7 @@ class EncryptedWeightsMessage:
 class MaskedSumMessage:
     """Round (b)-(c), silo -> server: Enc(Delta_s + pairwise masks), per coordinate."""
 
+    KIND: ClassVar[str] = "masked-sum"
     silo: int
     round: int
     ciphertexts: tuple[int, ...]
