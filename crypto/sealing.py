@@ -50,6 +50,4 @@ def open_sealed(key: bytes, box: SealedBox, associated: bytes = b"") -> bytes:
     try:
         return _aead(key).decrypt(box.nonce, box.ciphertext + box.tag, associated)
     except InvalidTag:
-        raise ProtocolError(
-            "sealed box failed authentication (wrong key or tampered in transit)"
-        ) from None
+        raise ProtocolError("sealed box failed authentication (wrong key or tampered in transit)") from None

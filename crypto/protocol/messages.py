@@ -14,8 +14,14 @@ from typing import ClassVar
 from uldp.crypto.sealing import SealedBox
 
 
+class Message:
+    """Base of the messages: `KIND` names the message on the wire (in its envelope and errors)."""
+
+    KIND: ClassVar[str] = ""
+
+
 @dataclass(frozen=True)
-class PaillierKeyMessage:
+class PaillierKeyMessage(Message):
     """Setup (a), server -> every silo: the Paillier public key n."""
 
     KIND: ClassVar[str] = "paillier-key"
@@ -23,7 +29,7 @@ class PaillierKeyMessage:
 
 
 @dataclass(frozen=True)
-class DhKeyMessage:
+class DhKeyMessage(Message):
     """Setup (a), silo -> server: the silo's DH public key pk_s."""
 
     KIND: ClassVar[str] = "dh-key"
@@ -32,7 +38,7 @@ class DhKeyMessage:
 
 
 @dataclass(frozen=True)
-class DhKeysBroadcast:
+class DhKeysBroadcast(Message):
     """Setup (b), server -> every silo: all DH public keys, by silo id."""
 
     KIND: ClassVar[str] = "dh-keys"
@@ -40,7 +46,7 @@ class DhKeysBroadcast:
 
 
 @dataclass(frozen=True)
-class SealedSeedMessage:
+class SealedSeedMessage(Message):
     """Setup (c), silo 0 -> silo s' via the server: the seed R sealed under sk_{0,s'}."""
 
     KIND: ClassVar[str] = "sealed-seed"
@@ -50,7 +56,7 @@ class SealedSeedMessage:
 
 
 @dataclass(frozen=True)
-class BlindedHistogramMessage:
+class BlindedHistogramMessage(Message):
     """Setup (e), silo -> server: B'(n_{s,u}) = r_u n_{s,u} + pairwise masks (mod n), per user."""
 
     KIND: ClassVar[str] = "blinded-histogram"
@@ -59,7 +65,7 @@ class BlindedHistogramMessage:
 
 
 @dataclass(frozen=True)
-class EncryptedWeightsMessage:
+class EncryptedWeightsMessage(Message):
     """Round (a), server -> every silo: Enc(B_inv(N_u)) per user (Enc(0) if not sampled)."""
 
     KIND: ClassVar[str] = "encrypted-weights"
@@ -68,7 +74,7 @@ class EncryptedWeightsMessage:
 
 
 @dataclass(frozen=True)
-class MaskedSumMessage:
+class MaskedSumMessage(Message):
     """Round (b)-(c), silo -> server: Enc(Delta_s + pairwise masks), per coordinate."""
 
     KIND: ClassVar[str] = "masked-sum"

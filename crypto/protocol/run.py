@@ -31,7 +31,6 @@ from uldp.crypto.protocol.server import AggregationServer
 from uldp.crypto.protocol.silo import SEED_OWNER, Silo
 from uldp.errors import InvalidParameter, ProtocolError
 
-
 Network = Callable[[Envelope], Envelope]
 """What happens to a message between two parties: the identity on an honest wire."""
 

@@ -14,6 +14,7 @@ through A (`relay`) authenticated under the silos' own pairwise keys, which A do
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import gmpy2
 import numpy as np
@@ -28,11 +29,14 @@ from uldp.crypto.protocol.messages import (
     DhKeysBroadcast,
     EncryptedWeightsMessage,
     MaskedSumMessage,
+    Message,
     PaillierKeyMessage,
-    SealedSeedMessage,
 )
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.errors import InvalidParameter, ProtocolError
+
+S = TypeVar("S", BlindedHistogramMessage, MaskedSumMessage)
+"""The messages a silo sends the server after setup (a): both name their silo."""
 
 
 class AggregationServer:
@@ -145,9 +149,7 @@ class AggregationServer:
         ]
 
     # Round (a): encrypted weights, 0 for users not sub-sampled.
-    def encrypted_weights(
-        self, round_index: int, sampled: Sequence[bool] | np.ndarray
-    ) -> list[Envelope]:
+    def encrypted_weights(self, round_index: int, sampled: Sequence[bool] | np.ndarray) -> list[Envelope]:
         """Enc(B_inv(N_u)) for the sampled users, Enc(0) for the others: one authenticated copy per silo."""
         if self._blinded_inverses is None:
             raise RuntimeError("setup (f) has not run: no blinded inverses yet")
@@ -194,17 +196,21 @@ class AggregationServer:
             totals.append(sk.decrypt(c))
         return encoding.decode_all(totals, pk.n, bound=bound)
 
-    def _to_every_silo(self, message: object, round_index: int) -> list[Envelope]:
-        kind = type(message).KIND  # type: ignore[attr-defined]
-        return [self.channels.wrap(silo_name(s), kind, round_index, message) for s in range(self.params.silos)]
+    def _to_every_silo(self, message: Message, round_index: int) -> list[Envelope]:
+        kind = message.KIND
+        return [
+            self.channels.wrap(silo_name(s), kind, round_index, message) for s in range(self.params.silos)
+        ]
 
-    def _receive(self, envelope: Envelope, message_type: type, round_index: int):  # noqa: ANN202
+    def _receive(self, envelope: Envelope, message_type: type[S], round_index: int) -> S:
         """The verified payload of `envelope`, checked to be a `message_type` from the silo it names."""
         message = self.channels.unwrap(envelope, message_type.KIND)
         if not isinstance(message, message_type) or envelope.sender != silo_name(message.silo):
             raise ProtocolError(f"{envelope.sender} sent a {envelope.kind} message for another silo")
         if getattr(message, "round", round_index) != envelope.round:
-            raise ProtocolError(f"{envelope.sender} sent a {envelope.kind} message whose round is inconsistent")
+            raise ProtocolError(
+                f"{envelope.sender} sent a {envelope.kind} message whose round is inconsistent"
+            )
         self._check_silo(message.silo)
         return message
 

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from typing import TypeVar
 
 import gmpy2
 import numpy as np
 
 from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, Envelope, silo_name
-from uldp.crypto.dh import DhKeyPair, generate_dh_keypair, keys_from_secret, shared_secret, validate_public_key
+from uldp.crypto.dh import (
+    DhKeyPair,
+    generate_dh_keypair,
+    keys_from_secret,
+    shared_secret,
+    validate_public_key,
+)
 from uldp.crypto.masking import add_masks, blind, pairwise_masks
 from uldp.crypto.paillier import PublicKey, check_modulus
 from uldp.crypto.prg import unit_elements
@@ -30,6 +37,7 @@ from uldp.crypto.protocol.messages import (
     DhKeysBroadcast,
     EncryptedWeightsMessage,
     MaskedSumMessage,
+    Message,
     PaillierKeyMessage,
     SealedSeedMessage,
 )
@@ -42,6 +50,8 @@ SEED_OWNER = 0
 """The silo that draws R (setup (c))."""
 
 SEED_BYTES = 32
+
+M = TypeVar("M", bound=Message)
 
 
 class Silo:
@@ -79,7 +89,9 @@ class Silo:
     # Setup (a).
     def dh_key(self) -> Envelope:
         """pk_s to the server, tagged under the key of the channel s -> A (key confirmation)."""
-        return self.channels.wrap(SERVER, DhKeyMessage.KIND, SETUP_ROUND, DhKeyMessage(self.id, self._dh.public))
+        return self.channels.wrap(
+            SERVER, DhKeyMessage.KIND, SETUP_ROUND, DhKeyMessage(self.id, self._dh.public)
+        )
 
     def receive_paillier_key(self, envelope: Envelope) -> None:
         """Accept A's PK only if it is authentic, has the agreed size λ, passes `check_modulus` and
@@ -129,7 +141,7 @@ class Silo:
         self._seed = open_sealed(self._seal_keys[SEED_OWNER], message.box, _seed_context(self.id))
 
     # Setup (d)-(e).
-    def blinded_histogram(self) -> BlindedHistogramMessage:
+    def blinded_histogram(self) -> Envelope:
         """B'(n_{s,u}) = r_u n_{s,u} + sum_{s'>s} r^u_{s,s'} - sum_{s'<s} r^u_{s,s'} (mod n)."""
         n = self._modulus()
         blinded = blind(self._counts, self._multiplicative_blinds(), n)
@@ -183,7 +195,9 @@ class Silo:
             raise ProtocolError(f"silo {self.id}: noise must have shape ({p.dimension},), got {noise.shape}")
         message = self._receive(envelope, EncryptedWeightsMessage)
         if message.round != envelope.round:
-            raise ProtocolError(f"silo {self.id}: encrypted weights for round {message.round} sent as {envelope.round}")
+            raise ProtocolError(
+                f"silo {self.id}: encrypted weights for round {message.round} sent as {envelope.round}"
+            )
         if len(message.ciphertexts) != p.users:
             raise ProtocolError(
                 f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for {p.users} users"
@@ -217,7 +231,7 @@ class Silo:
             )
         return self._blinds
 
-    def _receive(self, envelope: Envelope, message_type: type):  # noqa: ANN202
+    def _receive(self, envelope: Envelope, message_type: type[M]) -> M:
         """The verified payload of `envelope`, checked to be a `message_type`."""
         message = self.channels.unwrap(envelope, message_type.KIND)
         if not isinstance(message, message_type):

@@ -354,11 +354,13 @@ P_512 = int(gmpy2.next_prime(2**511 + 2**300))
         (1, 1024, True, "odd"),
         (float(2**1023), 1024, True, "integer"),
         # beyond size and parity (issue 12): what a silo can check without the factors
-        (3 * int(gmpy2.next_prime(2**2046)), 2048, False, "small prime factor 3;"),
-        (65521 * int(gmpy2.next_prime(2**2033)), 2048, False, "small prime factor 65521"),
-        (int(gmpy2.next_prime(2**1024)) ** 2, 2048, False, "perfect power"),
-        (int(gmpy2.next_prime(2**683)) ** 3, 2048, False, "perfect power"),
-        (int(gmpy2.next_prime(2**2047)), 2048, False, "is a prime"),
+        pytest.param(3 * int(gmpy2.next_prime(2**2046)), 2048, False, "small prime factor 3;", id="factor-3"),
+        pytest.param(
+            65521 * int(gmpy2.next_prime(2**2033)), 2048, False, "small prime factor 65521", id="factor-65521"
+        ),
+        pytest.param(int(gmpy2.next_prime(2**1024)) ** 2, 2048, False, "perfect power", id="square"),
+        pytest.param(int(gmpy2.next_prime(2**683)) ** 3, 2048, False, "perfect power", id="cube"),
+        pytest.param(int(gmpy2.next_prime(2**2047)), 2048, False, "is a prime", id="prime"),
     ],
 )
 def test_check_modulus(modulus, key_bits, test_keys, error):
