@@ -180,8 +180,9 @@ class Silo:
 
         A round index already used is refused: its pairwise masks would be reused, and the
         difference of two masked sums under the same masks is the difference of the plaintexts.
-        The envelope is checked after the caller's own inputs, so a call refused for bad deltas
-        or noise can be repeated with the same envelope.
+        The envelope is checked after the caller's own inputs (shapes, value bound), so a call
+        refused for bad deltas or noise can be repeated with the same envelope; once checked, it
+        is used up (its sequence number), as a message on a real channel would be.
         """
         self.inbox.append(envelope)
         p = self.params
@@ -193,6 +194,13 @@ class Silo:
             )
         if noise.shape != (p.dimension,):
             raise ProtocolError(f"silo {self.id}: noise must have shape ({p.dimension},), got {noise.shape}")
+        pk = self._public()
+        encoding = p.encoding
+        present = np.asarray(self._counts)[:, None] > 0
+        fixed_flat = encoding.fixed_point(np.where(present, deltas, 0.0))
+        fixed = [fixed_flat[u * p.dimension : (u + 1) * p.dimension] for u in range(p.users)]
+        c_lcm = gmpy2.mpz(encoding.c_lcm)
+        noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
         message = self._receive(envelope, EncryptedWeightsMessage)
         if message.round != envelope.round:
             raise ProtocolError(
@@ -207,13 +215,6 @@ class Silo:
                 f"silo {self.id}: round {message.round} was already used; a round "
                 f"index must be fresh, or its pairwise masks would be reused"
             )
-        pk = self._public()
-        encoding = p.encoding
-        present = np.asarray(self._counts)[:, None] > 0
-        fixed_flat = encoding.fixed_point(np.where(present, deltas, 0.0))
-        fixed = [fixed_flat[u * p.dimension : (u + 1) * p.dimension] for u in range(p.users)]
-        c_lcm = gmpy2.mpz(encoding.c_lcm)
-        noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
         masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension, pk.n)
         self._rounds_used.add(message.round)
         offsets = add_masks(noise_terms, masks, pk.n)

@@ -394,6 +394,8 @@ def test_a_refused_round_does_not_use_up_its_index(keypair_1024):
     message = federation.server.encrypted_weights(0, sampled)[0]
     with pytest.raises(ValueError, match="shape"):
         federation.silos[0].masked_sum(message, deltas[0][:, :1], noise[0], workers=1)
+    with pytest.raises(ValueError, match="value bound"):
+        federation.silos[0].masked_sum(message, deltas[0], noise[0] * 1e9, workers=1)
     federation.silos[0].masked_sum(message, deltas[0], noise[0], workers=1)
 
 
