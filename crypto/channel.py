@@ -25,8 +25,10 @@ library gets right (OpenSSL underneath); `crypto.sealing` uses its AEAD for the 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,8 +123,9 @@ class Channels:
     """One party's ends of its authenticated channels: keys, sequence numbers, and the time spent.
 
     `connect(peer, secret)` derives both direction keys with `peer`; `wrap` and `unwrap` send and
-    receive. `seconds` adds up the time spent encoding, tagging and verifying (the overhead of
-    authentication that benchmarks/bench_protocol.py reports).
+    receive. `seconds` (wall clock) and `cpu_seconds` (this thread's CPU time, which a loaded
+    machine does not inflate) add up the time spent keying, encoding, tagging and verifying: the
+    overhead of authentication that benchmarks/bench_protocol.py reports.
     """
 
     def __init__(self, name: str) -> None:
@@ -132,16 +135,25 @@ class Channels:
         self._sent: dict[str, int] = {}
         self._received: dict[str, int] = {}
         self.seconds = 0.0
+        self.cpu_seconds = 0.0
+
+    @contextlib.contextmanager
+    def _timing(self) -> Iterator[None]:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        try:
+            yield
+        finally:
+            self.seconds += time.perf_counter() - wall
+            self.cpu_seconds += time.thread_time() - cpu
 
     def connect(self, peer: str, secret: bytes) -> None:
         if peer == self.name:
             raise InvalidParameter(f"{self.name} cannot open a channel to itself")
-        start = time.perf_counter()
-        self._send_keys[peer] = direction_key(secret, self.name, peer)
-        self._receive_keys[peer] = direction_key(secret, peer, self.name)
-        self._sent.setdefault(peer, 0)
-        self._received.setdefault(peer, 0)
-        self.seconds += time.perf_counter() - start
+        with self._timing():
+            self._send_keys[peer] = direction_key(secret, self.name, peer)
+            self._receive_keys[peer] = direction_key(secret, peer, self.name)
+            self._sent.setdefault(peer, 0)
+            self._received.setdefault(peer, 0)
 
     def connect_dh(self, own: DhKeyPair, peer: str, peer_public: int) -> None:
         """`connect` with the DH secret of `own` and the peer's public key.
@@ -149,9 +161,8 @@ class Channels:
         Only the server-silo channels need a DH computation of their own (one per silo at each
         end); silo-silo channels reuse the secret of the mask seeds. Both count in `seconds`.
         """
-        start = time.perf_counter()
-        secret = shared_secret(own, peer_public)
-        self.seconds += time.perf_counter() - start
+        with self._timing():
+            secret = shared_secret(own, peer_public)
         self.connect(peer, secret)
 
     def connected(self, peer: str) -> bool:
@@ -161,11 +172,11 @@ class Channels:
         """`payload` addressed to `receiver`, tagged under the key of this direction."""
         if receiver not in self._send_keys:
             raise ProtocolError(f"{self.name} has no authenticated channel to {receiver} yet")
-        start = time.perf_counter()
-        seq = self._sent[receiver]
-        self._sent[receiver] = seq + 1
-        tag = _tag(self._send_keys[receiver], _header(self.name, receiver, kind, round_index, seq), payload)
-        self.seconds += time.perf_counter() - start
+        with self._timing():
+            seq = self._sent[receiver]
+            self._sent[receiver] = seq + 1
+            header = _header(self.name, receiver, kind, round_index, seq)
+            tag = _tag(self._send_keys[receiver], header, payload)
         return Envelope(self.name, receiver, kind, round_index, seq, payload, tag)
 
     def unwrap(self, envelope: Envelope, kind: str) -> Any:
@@ -173,9 +184,13 @@ class Channels:
 
         Raises `TamperedMessage` otherwise, before the payload is used in any way.
         """
-        start = time.perf_counter()
         if not isinstance(envelope, Envelope):
             raise ProtocolError(f"{self.name} expected an authenticated {kind} message, got {envelope!r:.80}")
+        with self._timing():
+            self._check(envelope, kind)
+        return envelope.payload
+
+    def _check(self, envelope: Envelope, kind: str) -> None:
         if envelope.receiver != self.name:
             raise TamperedMessage(envelope, f"was delivered to {self.name}: misdelivered or re-addressed")
         key = self._receive_keys.get(envelope.sender)
@@ -193,8 +208,6 @@ class Channels:
             what = "replayed" if envelope.seq < expected else "out of order (messages before it are missing)"
             raise TamperedMessage(envelope, f"is {what}: message {expected} was expected")
         self._received[envelope.sender] = expected + 1
-        self.seconds += time.perf_counter() - start
-        return envelope.payload
 
 
 def _mac(key: bytes, header: bytes, payload: Any) -> crypto_hmac.HMAC:
