@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import numbers
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -93,7 +94,7 @@ def encode(value: Any) -> bytes:
     """An injective byte encoding of a message: ints, bytes, str, tuples and dataclasses of them."""
     if isinstance(value, bool):
         raise InvalidParameter("protocol messages carry no booleans")
-    if isinstance(value, int) or type(value).__name__ == "mpz":
+    if isinstance(value, numbers.Integral):  # int, gmpy2.mpz, numpy integers: the same value, the same bytes
         number = int(value)
         return _field(number.to_bytes((number.bit_length() + 8) // 8 or 1, "big", signed=True), b"i")
     if isinstance(value, bytes):

@@ -353,6 +353,9 @@ def test_encoding_is_injective_on_messages():
     assert encode((1, 2)) != encode(((1, 2),)) != encode((b"\x01", b"\x02"))
     assert encode((12, 3)) != encode((1, 23)) and encode(-1) != encode(255)
     assert encode(PaillierKeyMessage(5)) != encode(dataclasses.replace(PaillierKeyMessage(5), n=6))
+    assert encode(gmpy2.mpz(2**700 + 1)) == encode(2**700 + 1) and encode(np.int64(-7)) == encode(-7)
+    with pytest.raises(ValueError, match="cannot encode a float"):
+        encode((1, 2.0))
 
 
 # --- the Paillier modulus a silo receives (authentic, but possibly a bad one) ---
