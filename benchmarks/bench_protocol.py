@@ -18,6 +18,11 @@ three ways, side by side in this one process:
   the d outputs, which does not depend on |U|, is timed once and added. Its plaintexts on that
   subset are checked equal to the fast path's.
 
+It also reports the cost of authenticating the messages (issue 12): the seconds all parties
+together spent keying their channels (one DH exponentiation per silo at each end of the
+server-silo channels, HKDF), tagging and verifying, against the wall time of setup and the
+round (every party runs in this process, one after the other), split into setup and round.
+
 Figures go to docs/protocol.md (and docs/performance.md).
 """
 
@@ -93,8 +98,15 @@ def main(argv: list[str] | None = None) -> None:
     params = ProtocolParams(
         silos=silos, users=users, dimension=d, key_bits=args.key_bits, encoding=encoding, test_keys=test_keys
     )
+    start = time.perf_counter()
     federation = setup(counts, params, keypair=keypair)
+    setup_authentication_s = federation.authentication_seconds
+    setup_authentication_cpu_s = federation.authentication_cpu_seconds
     result = weighting_round(federation, 0, deltas, noise, sampled, workers=workers)
+    protocol_s = time.perf_counter() - start
+    # Every party runs in this process, one after the other: the sum of their authentication
+    # work (keying the channels, tagging, verifying) against the wall time of setup and a round.
+    authentication_s = federation.authentication_seconds
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
     error = float(np.max(np.abs(result.aggregate - plain)))
     tolerance = rounding_tolerance(encoding, users, silos, largest_value(deltas, noise))
@@ -102,7 +114,7 @@ def main(argv: list[str] | None = None) -> None:
 
     public, private = keypair
     silo = federation.silos[0]
-    message = federation.server.encrypted_weights(1, sampled)
+    message = federation.server.encrypted_weights(1, sampled)[0]  # silo 0's copy
     weights, factors, fixed, offsets = silo.weighting_inputs(message, deltas[0], noise[0])
     _, fast_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets, workers=workers)
     _, fast_one_s = timed(encrypted_weighted_sum, public, weights, factors, fixed, offsets, workers=1)
@@ -127,6 +139,17 @@ def main(argv: list[str] | None = None) -> None:
         "keygen_seconds": keygen_s,
         "protocol_seconds": {**federation.seconds, **result.seconds},
         "silo_seconds": list(result.silo_seconds),
+        "authentication": {
+            "seconds": authentication_s,
+            "setup_seconds": setup_authentication_s,
+            "round_seconds": authentication_s - setup_authentication_s,
+            "cpu_seconds": federation.authentication_cpu_seconds,
+            "setup_cpu_seconds": setup_authentication_cpu_s,
+            "round_cpu_seconds": federation.authentication_cpu_seconds - setup_authentication_cpu_s,
+            "protocol_seconds": protocol_s,
+            "fraction": authentication_s / protocol_s,
+            "messages": _message_count(silos),
+        },
         "aggregate_max_error": error,
         "tolerance": tolerance,
         "verified": bool(verified and same),
@@ -158,6 +181,14 @@ def main(argv: list[str] | None = None) -> None:
     print(
         f"verified against plaintext: {report['verified']} (max error {error:.3g}, tolerance {tolerance:.3g})"
     )
+    auth = report["authentication"]
+    print(
+        f"authentication (all parties: keying channels, tagging, verifying {auth['messages']} messages): "
+        f"{auth['seconds']:.3f} s of {auth['protocol_seconds']:.2f} s for setup and one round "
+        f"({100 * auth['fraction']:.2f}%; setup {auth['setup_seconds']:.3f} s, the round "
+        f"{auth['round_seconds']:.4f} s; CPU time {auth['setup_cpu_seconds']:.3f} s and "
+        f"{auth['round_cpu_seconds']:.4f} s)"
+    )
     print(f"silo phase, fast ({workers} processes):  {phase['fast_seconds']:9.2f} s")
     print(f"silo phase, fast (1 process):    {phase['fast_one_process_seconds']:9.2f} s")
     print(
@@ -166,6 +197,13 @@ def main(argv: list[str] | None = None) -> None:
         f"scaled linearly)"
     )
     print(f"speedup: {phase['speedup']:.1f}x ({phase['speedup_one_process']:.1f}x in one process)")
+
+
+def _message_count(silos: int) -> int:
+    """Messages of setup and one round: per silo a DH key, the Paillier key, the DH keys, a
+    histogram, the weights and a masked sum; and the sealed seed to each other silo, twice
+    (silo 0 -> server -> silo)."""
+    return 6 * silos + 2 * (silos - 1)
 
 
 if __name__ == "__main__":

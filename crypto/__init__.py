@@ -1,8 +1,9 @@
 """Cryptography for ULDP-FL's private weighting protocol (Protocol 1, §4.1).
 
-Building blocks, one module each: `paillier` (phe + gmpy2), `dh` (RFC 3526 DH and HKDF),
-`sealing`, `prg`, `masking`, `encoding` (Algorithm 5), `weighting` (the silo's encrypted
-weighted sum, fast and straightforward); the parties and their messages in `crypto.protocol`.
+Building blocks, one module each: `paillier` (phe + gmpy2), `dh` (RFC 3526 DH, and HKDF from
+`cryptography`), `sealing` (ChaCha20-Poly1305), `channel` (authenticated messages between the
+parties), `prg`, `masking`, `encoding` (Algorithm 5), `weighting` (the silo's encrypted weighted
+sum, fast and straightforward); the parties and their messages in `crypto.protocol`.
 
 `from uldp.crypto import secure_weighted_sum` is the one-call entry point for training code, and
 `WeightingSession` keeps one setup across rounds; both are loaded on first use so that importing

@@ -10,11 +10,12 @@ independent seeds for the pairwise masks (setup (e), round (c)) and for sealing 
 from __future__ import annotations
 
 import hashlib
-import hmac
 import secrets
 from dataclasses import dataclass
 
 import gmpy2
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from uldp.errors import InvalidParameter
 
@@ -77,15 +78,13 @@ def shared_secret(own: DhKeyPair, peer_public: int) -> bytes:
 
 
 def hkdf_sha256(ikm: bytes, *, salt: bytes, info: bytes, length: int = SEED_BYTES) -> bytes:
-    """HKDF-SHA256 (RFC 5869 §2.2-2.3): extract PRK = HMAC(salt, IKM), then expand with `info`."""
+    """HKDF-SHA256 (RFC 5869 §2.2-2.3) from `cryptography`: extract with `salt`, expand with `info`.
+
+    The maintained implementation rather than our own (docs/protocol.md, "Why `cryptography`").
+    """
     if not 0 < length <= 255 * hashlib.sha256().digest_size:
         raise InvalidParameter(f"HKDF output length must be in [1, 8160], got {length}")
-    prk = hmac.new(salt or bytes(hashlib.sha256().digest_size), ikm, hashlib.sha256).digest()
-    blocks, block = [], b""
-    for counter in range(1, -(-length // hashlib.sha256().digest_size) + 1):
-        block = hmac.new(prk, block + info + bytes([counter]), hashlib.sha256).digest()
-        blocks.append(block)
-    return b"".join(blocks)[:length]
+    return HKDF(algorithm=hashes.SHA256(), length=length, salt=salt or None, info=info).derive(ikm)
 
 
 def pairwise_keys(
@@ -93,10 +92,14 @@ def pairwise_keys(
 ) -> dict[str, bytes]:
     """sk_{s,s'} for each purpose: the same 32 bytes at both ends, independent across purposes.
 
-    One DH computation, then HKDF with an info string holding the purpose and the two silo ids
-    in increasing order (so s and s' derive the same key).
+    One DH computation, then `keys_from_secret`.
     """
-    secret = shared_secret(own, peer_public)
+    return keys_from_secret(shared_secret(own, peer_public), own_id, peer_id, purposes)
+
+
+def keys_from_secret(secret: bytes, own_id: int, peer_id: int, purposes: tuple[str, ...]) -> dict[str, bytes]:
+    """HKDF of the DH `secret` with an info string holding the purpose and the two silo ids in
+    increasing order (so s and s' derive the same key)."""
     low, high = sorted((own_id, peer_id))
     return {
         purpose: hkdf_sha256(

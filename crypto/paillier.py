@@ -13,6 +13,7 @@ Enc(a) Enc(b) = Enc(a + b), Enc(a)^k = Enc(k a) (mod n) -- the homomorphisms §4
 
 from __future__ import annotations
 
+import functools
 import numbers
 import secrets
 from dataclasses import dataclass, field
@@ -138,6 +139,31 @@ def check_key_bits(key_bits: int, *, test_keys: bool = False) -> int:
     return key_bits
 
 
+SMALL_PRIME_BOUND = 2**16
+"""Trial division bound of `check_modulus`: every prime below it is ruled out as a factor of n."""
+
+
+@functools.lru_cache(maxsize=1)
+def _small_primes() -> tuple[tuple[int, ...], gmpy2.mpz]:
+    """The primes below `SMALL_PRIME_BOUND` and their product (one gcd tests them all)."""
+    primes, p = [], gmpy2.mpz(2)
+    while p < SMALL_PRIME_BOUND:
+        primes.append(int(p))
+        p = gmpy2.next_prime(p)
+    product = gmpy2.mpz(1)
+    for q in primes:
+        product *= q
+    return tuple(primes), product
+
+
+def small_factor(n: int) -> int | None:
+    """The smallest prime below `SMALL_PRIME_BOUND` dividing `n`, or None."""
+    primes, product = _small_primes()
+    if gmpy2.gcd(n, product) == 1:
+        return None
+    return next(p for p in primes if n % p == 0)
+
+
 def check_modulus(modulus: int, key_bits: int, *, test_keys: bool = False) -> int:
     """`modulus` if a party may accept it as the Paillier n of a `key_bits`-bit key.
 
@@ -145,6 +171,15 @@ def check_modulus(modulus: int, key_bits: int, *, test_keys: bool = False) -> in
     below 2048 bits only with `test_keys=True`, and never more than one bit short of the agreed
     λ = `key_bits` (n = p q of two λ/2-bit primes has λ or λ - 1 bits; phe's generator always
     gives λ). Without this a silo would encrypt under whatever small modulus it was sent.
+
+    Beyond size and parity, what a silo can check cheaply without the factors (issue 12): no
+    prime factor below 2^16 (one gcd with their product), not a perfect power (a square p^2
+    included), not a prime (a prime n makes phi(n) = n - 1 public, so anyone decrypts). A modulus
+    that passes can still be a bad one (three primes, or primes of very different size); ruling
+    that out needs a zero-knowledge proof from the server that n is a product of two primes
+    (e.g. Gennaro, Micciancio, Rabin, CCS 1998), which the semi-honest model of ULDP-FL does not
+    ask for (docs/protocol.md, "Threat model"). g is not checked because it is not sent: the
+    protocol fixes g = n + 1 (`PublicKey.encrypt`).
     """
     if isinstance(modulus, bool) or not isinstance(modulus, numbers.Integral):
         raise InvalidParameter(f"the Paillier modulus must be an integer, got {type(modulus).__name__}")
@@ -166,6 +201,16 @@ def check_modulus(modulus: int, key_bits: int, *, test_keys: bool = False) -> in
             f"the Paillier modulus has {bits} bits, but the agreed key size is "
             f"{key_bits} bits (at least {key_bits - 1} accepted)"
         )
+    factor = small_factor(n)
+    if factor is not None:
+        raise InvalidParameter(
+            f"the Paillier modulus has the small prime factor {factor}; n = p q must have no prime "
+            f"factor below 2^16"
+        )
+    if gmpy2.is_power(n):
+        raise InvalidParameter("the Paillier modulus is a perfect power (e.g. p^2); n = p q needs p != q")
+    if gmpy2.is_prime(n, 32):
+        raise InvalidParameter("the Paillier modulus is a prime; n = p q must be a product of two primes")
     return modulus
 
 

@@ -20,6 +20,7 @@ EXTRA_OF_MODULE: Mapping[str, str] = MappingProxyType(
         "torch": "train",
         "phe": "crypto",
         "gmpy2": "crypto",
+        "cryptography": "crypto",
         "mlxtend": "data",
         "lifelines": "data",
         "pandas": "data",

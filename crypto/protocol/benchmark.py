@@ -51,6 +51,8 @@ class BenchmarkRun:
     verified: bool
     straightforward_seconds: float | None = None
     straightforward_matches: bool | None = None
+    authentication_seconds: float = 0.0
+    """Seconds all parties together spent keying, tagging and verifying messages (`crypto.channel`)."""
 
 
 def synthetic_inputs(silos: int, users: int, d: int, seed: int = 0):
@@ -131,11 +133,12 @@ def benchmark_run(
     for phase in ("server_weights", "silo_weighting", "aggregation"):
         seconds[phase] = float(np.mean([r[phase] for r in round_seconds]))
     verified = max_error <= tolerance
+    authentication_seconds = federation.authentication_seconds
     straightforward_seconds = matches = None
     if compare_straightforward:
         server, silo = federation.server, federation.silos[0]
         public, private = server.public_key, server.private_key
-        message = server.encrypted_weights(rounds, sampled)
+        message = server.encrypted_weights(rounds, sampled)[0]  # silo 0's copy
         inputs = silo.weighting_inputs(message, deltas[0], noise[0])
         start = time.perf_counter()
         slow = encrypted_weighted_sum(public, *inputs, method="straightforward")
@@ -158,4 +161,5 @@ def benchmark_run(
         verified=bool(verified),
         straightforward_seconds=straightforward_seconds,
         straightforward_matches=matches,
+        authentication_seconds=authentication_seconds,
     )

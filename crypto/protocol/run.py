@@ -3,16 +3,21 @@
 `setup` runs setup (a)-(f) and `weighting_round` runs round (a)-(c) by passing each message to
 its recipient, exactly as a networked deployment would, and times every phase (as in Fig. 11
 of ULDP-FL). `secure_weighted_sum` is the one-call entry point for training code.
+
+Every message passes through `Federation.network`, a function from envelope to envelope that
+stands for the wire: the identity by default; tests put an attacker there (a man in the middle
+who alters, replays or re-addresses messages) and check that the recipient names it.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from uldp.crypto.channel import Envelope
 from uldp.crypto.encoding import (
     DEFAULT_N_MAX,
     DEFAULT_PRECISION,
@@ -24,16 +29,34 @@ from uldp.crypto.paillier import PrivateKey, PublicKey, generate_keypair
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.protocol.server import AggregationServer
 from uldp.crypto.protocol.silo import SEED_OWNER, Silo
-from uldp.errors import InvalidParameter
+from uldp.errors import InvalidParameter, ProtocolError
+
+Network = Callable[[Envelope], Envelope]
+"""What happens to a message between two parties: the identity on an honest wire."""
+
+
+def honest_network(envelope: Envelope) -> Envelope:
+    return envelope
 
 
 @dataclass
 class Federation:
-    """The server and the silos after setup, with the seconds each setup phase took."""
+    """The server and the silos after setup, the seconds each setup phase took, and the wire."""
 
     server: AggregationServer
     silos: list[Silo]
     seconds: dict[str, float] = field(default_factory=dict)
+    network: Network = honest_network
+
+    @property
+    def authentication_seconds(self) -> float:
+        """Seconds all parties spent so far keying, tagging and verifying messages (`crypto.channel`)."""
+        return self.server.channels.seconds + sum(silo.channels.seconds for silo in self.silos)
+
+    @property
+    def authentication_cpu_seconds(self) -> float:
+        """The same in CPU time (which other jobs on a loaded machine do not inflate)."""
+        return self.server.channels.cpu_seconds + sum(silo.channels.cpu_seconds for silo in self.silos)
 
 
 @dataclass(frozen=True)
@@ -50,37 +73,54 @@ class RoundResult:
 
 
 def setup(
-    counts: np.ndarray, params: ProtocolParams, keypair: tuple[PublicKey, PrivateKey] | None = None
+    counts: np.ndarray,
+    params: ProtocolParams,
+    keypair: tuple[PublicKey, PrivateKey] | None = None,
+    *,
+    network: Network = honest_network,
 ) -> Federation:
-    """Setup (a)-(f) of Protocol 1 for `counts` (|S|, |U|) = n_{s,u}; each silo sees only its row."""
+    """Setup (a)-(f) of Protocol 1 for `counts` (|S|, |U|) = n_{s,u}; each silo sees only its row.
+
+    Every message crosses `network`. The server's DH public key reaches the silos directly, not
+    through `network`: it stands for the key distributed out of band before the protocol.
+    """
     counts = np.asarray(counts)
     if counts.shape != (params.silos, params.users):
         raise InvalidParameter(f"counts must have shape ({params.silos}, {params.users}), got {counts.shape}")
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     server = AggregationServer(params, keypair)
-    silos = [Silo(s, counts[s], params) for s in range(params.silos)]
-    # (a) Paillier key to the silos, DH keys to the server.
-    key_message = server.paillier_key()
+    anchor = server.dh_public  # out of band: configured at every silo before the protocol starts
+    silos = [Silo(s, counts[s], params, server_key=anchor) for s in range(params.silos)]
+    # (a) DH keys to the server (each keys its channel with the server), the Paillier key to the silos.
     for silo in silos:
-        silo.receive_paillier_key(key_message)
-        server.receive_dh_key(silo.dh_key())
+        server.receive_dh_key(network(silo.dh_key()))
+    for silo, envelope in zip(silos, server.paillier_key()):
+        silo.receive_paillier_key(network(envelope))
     # (b) the server broadcasts the DH keys; each pair derives sk_{s,s'}.
-    broadcast = server.broadcast_dh_keys()
-    for silo in silos:
-        silo.receive_dh_keys(broadcast)
+    for silo, envelope in zip(silos, server.broadcast_dh_keys()):
+        silo.receive_dh_keys(network(envelope))
     # (c) silo 0 sends R sealed to each silo, through the server.
     if params.silos > 1:
-        for message in silos[SEED_OWNER].sealed_seeds():
-            silos[message.recipient].receive_sealed_seed(server.relay(message))
+        for envelope in silos[SEED_OWNER].sealed_seeds():
+            relayed = network(server.relay(network(envelope)))
+            silos[_silo_index(relayed.receiver, params.silos)].receive_sealed_seed(relayed)
     seconds["key_exchange"] = time.perf_counter() - start
     start = time.perf_counter()
     # (d)-(e) blinded, then doubly blinded histograms; (f) inverses at the server.
     for silo in silos:
-        server.receive_histogram(silo.blinded_histogram())
+        server.receive_histogram(network(silo.blinded_histogram()))
     server.compute_inverses()
     seconds["blinded_histograms"] = time.perf_counter() - start
-    return Federation(server, silos, seconds)
+    return Federation(server, silos, seconds, network)
+
+
+def _silo_index(name: str, silos: int) -> int:
+    """The silo a relayed envelope is delivered to: the one its header names (the server routes by it)."""
+    prefix = "silo "
+    if name.startswith(prefix) and name[len(prefix) :].isdigit() and int(name[len(prefix) :]) < silos:
+        return int(name[len(prefix) :])
+    raise ProtocolError(f"the server cannot route a message addressed to {name!r}")
 
 
 def weighting_round(
@@ -102,11 +142,13 @@ def weighting_round(
     weights = server.encrypted_weights(round_index, sampled)
     seconds["server_weights"] = time.perf_counter() - start
     silo_seconds = []
-    for silo, deltas, noise in zip(silos, silo_deltas, silo_noise):
+    network = federation.network
+    for silo, envelope, deltas, noise in zip(silos, weights, silo_deltas, silo_noise):
+        delivered = network(envelope)
         start = time.perf_counter()
-        message = silo.masked_sum(weights, deltas, noise, method=method, workers=workers)
+        message = silo.masked_sum(delivered, deltas, noise, method=method, workers=workers)
         silo_seconds.append(time.perf_counter() - start)
-        server.receive_masked_sum(message)
+        server.receive_masked_sum(network(message))
     seconds["silo_weighting"] = float(np.mean(silo_seconds))
     start = time.perf_counter()
     aggregate = server.aggregate(round_index)

@@ -4,15 +4,23 @@ A holds the Paillier secret key. It sees DH public keys, sealed seeds it cannot 
 doubly blinded histograms B'(n_{s,u}) (uniform on F_n one by one), their sum B(N_u) = r_u N_u
 (uniform on F_n for N_u > 0, since r_u is a uniform unit unknown to A -- Appendix D.5) and, each
 round, masked encrypted sums whose decryptions are uniform except for their total.
+
+Every message A sends or receives is authenticated (`crypto.channel`): A holds a DH key pair
+whose public key `dh_public` every silo knows in advance (out of band: the trust anchor), and the
+DH secret of A and silo s keys both directions between them. Messages between two silos pass
+through A (`relay`) authenticated under the silos' own pairwise keys, which A does not have.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import gmpy2
 import numpy as np
 
+from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, Envelope, TamperedMessage, silo_name
+from uldp.crypto.dh import generate_dh_keypair, validate_public_key
 from uldp.crypto.masking import inverse_mod
 from uldp.crypto.paillier import PrivateKey, PublicKey, check_modulus, generate_keypair
 from uldp.crypto.protocol.messages import (
@@ -21,11 +29,14 @@ from uldp.crypto.protocol.messages import (
     DhKeysBroadcast,
     EncryptedWeightsMessage,
     MaskedSumMessage,
+    Message,
     PaillierKeyMessage,
-    SealedSeedMessage,
 )
 from uldp.crypto.protocol.params import ProtocolParams
-from uldp.errors import ProtocolError
+from uldp.errors import InvalidParameter, ProtocolError
+
+S = TypeVar("S", BlindedHistogramMessage, MaskedSumMessage)
+"""The messages a silo sends the server after setup (a): both name their silo."""
 
 
 class AggregationServer:
@@ -37,19 +48,27 @@ class AggregationServer:
         if keypair is not None:
             _check_keypair(keypair, params)
         self._keypair = keypair
+        self._dh = generate_dh_keypair()
+        self.channels = Channels(SERVER)
         self._dh_keys: dict[int, int] = {}
         self._histograms: dict[int, tuple[int, ...]] = {}
         self._blinded_inverses: list[gmpy2.mpz] | None = None
         self._sums: dict[int, dict[int, tuple[int, ...]]] = {}
 
-    # Setup (a): Paillier keys.
-    def paillier_key(self) -> PaillierKeyMessage:
-        """Generate (PK, SK) of λ bits and publish PK; checks the encoding fits in F_n."""
+    @property
+    def dh_public(self) -> int:
+        """A's DH public key: the trust anchor each silo must obtain out of band, before setup."""
+        return self._dh.public
+
+    # Setup (a): Paillier keys, one authenticated copy per silo.
+    def paillier_key(self) -> list[Envelope]:
+        """Generate (PK, SK) of λ bits and send PK to every silo; checks the encoding fits in F_n."""
         if self._keypair is None:
             self._keypair = generate_keypair(self.params.key_bits, test_keys=self.params.test_keys)
         _check_keypair(self._keypair, self.params)
         self.params.encoding.check_capacity(self.public_key.n, self.params.users, self.params.silos)
-        return PaillierKeyMessage(int(self.public_key.n))
+        message = PaillierKeyMessage(int(self.public_key.n))
+        return self._to_every_silo(message, SETUP_ROUND)
 
     @property
     def private_key(self) -> PrivateKey:
@@ -64,27 +83,43 @@ class AggregationServer:
             raise RuntimeError("setup (a) has not run: no Paillier key yet")
         return self._keypair[0]
 
-    # Setup (a)-(b): relay DH public keys.
-    def receive_dh_key(self, message: DhKeyMessage) -> None:
-        self.inbox.append(message)
+    # Setup (a)-(b): the silos' DH public keys, relayed to all.
+    def receive_dh_key(self, envelope: Envelope) -> None:
+        """Silo s's pk_s: keys the channel A <-> s, and must carry a valid tag under that key.
+
+        The tag confirms the key (a corrupted pk_s fails it); it cannot prove that pk_s is the
+        silo's own, which needs silo keys known in advance (docs/protocol.md, "Threat model").
+        """
+        self.inbox.append(envelope)
+        message = envelope.payload if isinstance(envelope, Envelope) else None
+        if not isinstance(message, DhKeyMessage) or envelope.sender != silo_name(message.silo):
+            raise ProtocolError(f"expected a silo's dh-key message, got {envelope!r:.80}")
         self._check_silo(message.silo)
+        if message.silo in self._dh_keys:
+            raise TamperedMessage(envelope, "is a second DH key for the same silo: replayed or injected")
+        try:
+            validate_public_key(message.public)
+        except InvalidParameter as error:
+            raise TamperedMessage(envelope, f"carries an invalid DH public key ({error})") from None
+        self.channels.connect_dh(self._dh, envelope.sender, message.public)
+        self.channels.unwrap(envelope, DhKeyMessage.KIND)
         self._dh_keys[message.silo] = message.public
 
-    def broadcast_dh_keys(self) -> DhKeysBroadcast:
+    def broadcast_dh_keys(self) -> list[Envelope]:
         missing = set(range(self.params.silos)) - self._dh_keys.keys()
         if missing:
             raise RuntimeError(f"no DH public key yet from silos {sorted(missing)}")
-        return DhKeysBroadcast(tuple(sorted(self._dh_keys.items())))
+        return self._to_every_silo(DhKeysBroadcast(tuple(sorted(self._dh_keys.items()))), SETUP_ROUND)
 
-    # Setup (c): relay the sealed seed without being able to open it.
-    def relay(self, message: SealedSeedMessage) -> SealedSeedMessage:
-        self.inbox.append(message)
-        return message
+    # Setup (c): relay the sealed seed without being able to open it (or to re-tag it).
+    def relay(self, envelope: Envelope) -> Envelope:
+        self.inbox.append(envelope)
+        return envelope
 
     # Setup (e)-(f): aggregate the doubly blinded histograms and invert.
-    def receive_histogram(self, message: BlindedHistogramMessage) -> None:
-        self.inbox.append(message)
-        self._check_silo(message.silo)
+    def receive_histogram(self, envelope: Envelope) -> None:
+        self.inbox.append(envelope)
+        message = self._receive(envelope, BlindedHistogramMessage, SETUP_ROUND)
         if len(message.values) != self.params.users:
             raise ProtocolError(
                 f"silo {message.silo} sent {len(message.values)} counts, expected {self.params.users}"
@@ -114,9 +149,8 @@ class AggregationServer:
         ]
 
     # Round (a): encrypted weights, 0 for users not sub-sampled.
-    def encrypted_weights(
-        self, round_index: int, sampled: Sequence[bool] | np.ndarray
-    ) -> EncryptedWeightsMessage:
+    def encrypted_weights(self, round_index: int, sampled: Sequence[bool] | np.ndarray) -> list[Envelope]:
+        """Enc(B_inv(N_u)) for the sampled users, Enc(0) for the others: one authenticated copy per silo."""
         if self._blinded_inverses is None:
             raise RuntimeError("setup (f) has not run: no blinded inverses yet")
         sampled = np.asarray(sampled, dtype=bool)
@@ -128,12 +162,13 @@ class AggregationServer:
             int(sk.encrypt(b if keep else 0)) for b, keep in zip(self._blinded_inverses, sampled)
         )
         self._sums[round_index] = {}
-        return EncryptedWeightsMessage(round_index, ciphertexts)
+        return self._to_every_silo(EncryptedWeightsMessage(round_index, ciphertexts), round_index)
 
     # Round (c): aggregate, decrypt, decode.
-    def receive_masked_sum(self, message: MaskedSumMessage) -> None:
-        self.inbox.append(message)
-        self._check_silo(message.silo)
+    def receive_masked_sum(self, envelope: Envelope) -> None:
+        """Silo s's masked sum, after its tag is checked: a shifted ciphertext never reaches decryption."""
+        self.inbox.append(envelope)
+        message = self._receive(envelope, MaskedSumMessage, envelope.round)
         if message.round not in self._sums:
             raise ProtocolError(f"round {message.round} was not opened by the server")
         if len(message.ciphertexts) != self.params.dimension:
@@ -160,6 +195,24 @@ class AggregationServer:
                 c = pk.add(c, gmpy2.mpz(received[s][j]))
             totals.append(sk.decrypt(c))
         return encoding.decode_all(totals, pk.n, bound=bound)
+
+    def _to_every_silo(self, message: Message, round_index: int) -> list[Envelope]:
+        kind = message.KIND
+        return [
+            self.channels.wrap(silo_name(s), kind, round_index, message) for s in range(self.params.silos)
+        ]
+
+    def _receive(self, envelope: Envelope, message_type: type[S], round_index: int) -> S:
+        """The verified payload of `envelope`, checked to be a `message_type` from the silo it names."""
+        message = self.channels.unwrap(envelope, message_type.KIND)
+        if not isinstance(message, message_type) or envelope.sender != silo_name(message.silo):
+            raise ProtocolError(f"{envelope.sender} sent a {envelope.kind} message for another silo")
+        if getattr(message, "round", round_index) != envelope.round:
+            raise ProtocolError(
+                f"{envelope.sender} sent a {envelope.kind} message whose round is inconsistent"
+            )
+        self._check_silo(message.silo)
+        return message
 
     def _check_silo(self, silo: int) -> None:
         if not 0 <= silo < self.params.silos:

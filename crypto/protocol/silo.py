@@ -4,17 +4,30 @@ A silo knows its own counts n_{s,u}, its users' clipped deltas and its noise sha
 protocol it learns the other silos' DH public keys, the shared seed R (hence every r_u), and
 Paillier ciphertexts Enc(B_inv(N_u)) it cannot decrypt: nothing about another silo's n_{s',u}
 (Theorem 5, Appendix D.5).
+
+A silo is created with the server's DH public key, obtained out of band (the trust anchor); it
+keys its channel with the server from it at once, and its channel with every other silo from
+their DH keys (setup (b)). Every message it receives is checked (`crypto.channel.Channels.unwrap`)
+before it is used.
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from typing import TypeVar
 
 import gmpy2
 import numpy as np
 
-from uldp.crypto.dh import DhKeyPair, generate_dh_keypair, pairwise_keys
+from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, Envelope, silo_name
+from uldp.crypto.dh import (
+    DhKeyPair,
+    generate_dh_keypair,
+    keys_from_secret,
+    shared_secret,
+    validate_public_key,
+)
 from uldp.crypto.masking import add_masks, blind, pairwise_masks
 from uldp.crypto.paillier import PublicKey, check_modulus
 from uldp.crypto.prg import unit_elements
@@ -24,6 +37,7 @@ from uldp.crypto.protocol.messages import (
     DhKeysBroadcast,
     EncryptedWeightsMessage,
     MaskedSumMessage,
+    Message,
     PaillierKeyMessage,
     SealedSeedMessage,
 )
@@ -37,11 +51,16 @@ SEED_OWNER = 0
 
 SEED_BYTES = 32
 
+M = TypeVar("M", bound=Message)
+
 
 class Silo:
     """The party s: DH keys, the shared seed, blinded histograms and the encrypted weighting."""
 
-    def __init__(self, silo_id: int, counts: Sequence[int] | np.ndarray, params: ProtocolParams) -> None:
+    def __init__(
+        self, silo_id: int, counts: Sequence[int] | np.ndarray, params: ProtocolParams, *, server_key: int
+    ) -> None:
+        """`server_key` is the server's DH public key, as distributed out of band (the trust anchor)."""
         if not 0 <= silo_id < params.silos:
             raise ProtocolError(f"silo id {silo_id} is not in [0, {params.silos})")
         counts = np.asarray(counts)
@@ -58,6 +77,8 @@ class Silo:
         self.inbox: list[object] = []
         self._counts = [int(c) for c in counts.tolist()]
         self._dh: DhKeyPair = generate_dh_keypair()
+        self.channels = Channels(silo_name(silo_id))
+        self.channels.connect_dh(self._dh, SERVER, validate_public_key(server_key))
         self._public_key: PublicKey | None = None
         self._mask_seeds: dict[int, bytes] = {}
         self._seal_keys: dict[int, bytes] = {}
@@ -66,39 +87,53 @@ class Silo:
         self._rounds_used: set[int] = set()
 
     # Setup (a).
-    def receive_paillier_key(self, message: PaillierKeyMessage) -> None:
-        """Accept A's PK only if it has the agreed size λ and holds every possible aggregate."""
-        self.inbox.append(message)
+    def dh_key(self) -> Envelope:
+        """pk_s to the server, tagged under the key of the channel s -> A (key confirmation)."""
+        return self.channels.wrap(
+            SERVER, DhKeyMessage.KIND, SETUP_ROUND, DhKeyMessage(self.id, self._dh.public)
+        )
+
+    def receive_paillier_key(self, envelope: Envelope) -> None:
+        """Accept A's PK only if it is authentic, has the agreed size λ, passes `check_modulus` and
+        holds every possible aggregate."""
+        self.inbox.append(envelope)
+        message = self._receive(envelope, PaillierKeyMessage)
         check_modulus(message.n, self.params.key_bits, test_keys=self.params.test_keys)
         self.params.encoding.check_capacity(message.n, self.params.users, self.params.silos)
         self._public_key = PublicKey(gmpy2.mpz(message.n))
 
-    def dh_key(self) -> DhKeyMessage:
-        return DhKeyMessage(self.id, self._dh.public)
-
-    # Setup (b): pairwise keys sk_{s,s'}, one per purpose.
-    def receive_dh_keys(self, message: DhKeysBroadcast) -> None:
-        self.inbox.append(message)
+    # Setup (b): pairwise keys sk_{s,s'}, one per purpose, and the channel s <-> s'.
+    def receive_dh_keys(self, envelope: Envelope) -> None:
+        self.inbox.append(envelope)
+        message = self._receive(envelope, DhKeysBroadcast)
         publics = dict(message.publics)
         if set(publics) != set(range(self.params.silos)) or publics[self.id] != self._dh.public:
             raise ProtocolError(f"silo {self.id}: the DH key broadcast is incomplete or altered")
         for peer, public in publics.items():
             if peer == self.id:
                 continue
-            keys = pairwise_keys(self._dh, self.id, public, peer, ("masks", "seed"))
+            secret = shared_secret(self._dh, public)
+            keys = keys_from_secret(secret, self.id, peer, ("masks", "seed"))
             self._mask_seeds[peer], self._seal_keys[peer] = keys["masks"], keys["seed"]
+            self.channels.connect(silo_name(peer), secret)
 
     # Setup (c): silo 0 seals R for each other silo; the server only relays.
-    def sealed_seeds(self) -> list[SealedSeedMessage]:
+    def sealed_seeds(self) -> list[Envelope]:
         if self.id != SEED_OWNER or self._seed is None:
             raise RuntimeError(f"only silo {SEED_OWNER} draws the shared seed R")
         return [
-            SealedSeedMessage(self.id, peer, seal(key, self._seed, _seed_context(peer)))
+            self.channels.wrap(
+                silo_name(peer),
+                SealedSeedMessage.KIND,
+                SETUP_ROUND,
+                SealedSeedMessage(self.id, peer, seal(key, self._seed, _seed_context(peer))),
+            )
             for peer, key in sorted(self._seal_keys.items())
         ]
 
-    def receive_sealed_seed(self, message: SealedSeedMessage) -> None:
-        self.inbox.append(message)
+    def receive_sealed_seed(self, envelope: Envelope) -> None:
+        self.inbox.append(envelope)
+        message = self._receive(envelope, SealedSeedMessage)
         if message.recipient != self.id or message.sender != SEED_OWNER:
             raise ProtocolError(
                 f"silo {self.id}: sealed seed addressed to {message.recipient} from {message.sender}"
@@ -106,35 +141,37 @@ class Silo:
         self._seed = open_sealed(self._seal_keys[SEED_OWNER], message.box, _seed_context(self.id))
 
     # Setup (d)-(e).
-    def blinded_histogram(self) -> BlindedHistogramMessage:
+    def blinded_histogram(self) -> Envelope:
         """B'(n_{s,u}) = r_u n_{s,u} + sum_{s'>s} r^u_{s,s'} - sum_{s'<s} r^u_{s,s'} (mod n)."""
         n = self._modulus()
         blinded = blind(self._counts, self._multiplicative_blinds(), n)
         masks = pairwise_masks(self.id, self._mask_seeds, "histogram", self.params.users, n)
-        return BlindedHistogramMessage(self.id, tuple(int(v) for v in add_masks(blinded, masks, n)))
+        message = BlindedHistogramMessage(self.id, tuple(int(v) for v in add_masks(blinded, masks, n)))
+        return self.channels.wrap(SERVER, message.KIND, SETUP_ROUND, message)
 
     # Round (b)-(c).
     def masked_sum(
         self,
-        message: EncryptedWeightsMessage,
+        envelope: Envelope,
         deltas: np.ndarray,
         noise: np.ndarray,
         *,
         method: str = "fast",
         workers: int | None = None,
-    ) -> MaskedSumMessage:
+    ) -> Envelope:
         """Enc(sum_u E(delta_{s,u}) n_{s,u} r_u C_LCM B_inv(N_u) + E(z_s) C_LCM + masks).
 
         `deltas` is (|U|, d): the clipped per-user deltas of this silo (rows of users without
         records here are ignored, their n_{s,u} being 0); `noise` is this silo's (d,) share.
         `method` is "fast" or "straightforward" (`crypto.weighting`).
         """
-        inputs = self.weighting_inputs(message, deltas, noise)
+        inputs = self.weighting_inputs(envelope, deltas, noise)
         ciphertexts = encrypted_weighted_sum(self._public(), *inputs, method=method, workers=workers)
-        return MaskedSumMessage(self.id, message.round, tuple(int(c) for c in ciphertexts))
+        message = MaskedSumMessage(self.id, envelope.round, tuple(int(c) for c in ciphertexts))
+        return self.channels.wrap(SERVER, message.KIND, envelope.round, message)
 
     def weighting_inputs(
-        self, message: EncryptedWeightsMessage, deltas: np.ndarray, noise: np.ndarray
+        self, envelope: Envelope, deltas: np.ndarray, noise: np.ndarray
     ) -> tuple[list, list, list, list]:
         """(Enc(B_inv(N_u)), k_u, E_{u,j}, offset_j) of round (b): what `crypto.weighting` needs.
 
@@ -143,8 +180,11 @@ class Silo:
 
         A round index already used is refused: its pairwise masks would be reused, and the
         difference of two masked sums under the same masks is the difference of the plaintexts.
+        The envelope is checked after the caller's own inputs (shapes, value bound), so a call
+        refused for bad deltas or noise can be repeated with the same envelope; once checked, it
+        is used up (its sequence number), as a message on a real channel would be.
         """
-        self.inbox.append(message)
+        self.inbox.append(envelope)
         p = self.params
         deltas = np.asarray(deltas, dtype=float)
         noise = np.asarray(noise, dtype=float)
@@ -154,6 +194,18 @@ class Silo:
             )
         if noise.shape != (p.dimension,):
             raise ProtocolError(f"silo {self.id}: noise must have shape ({p.dimension},), got {noise.shape}")
+        pk = self._public()
+        encoding = p.encoding
+        present = np.asarray(self._counts)[:, None] > 0
+        fixed_flat = encoding.fixed_point(np.where(present, deltas, 0.0))
+        fixed = [fixed_flat[u * p.dimension : (u + 1) * p.dimension] for u in range(p.users)]
+        c_lcm = gmpy2.mpz(encoding.c_lcm)
+        noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
+        message = self._receive(envelope, EncryptedWeightsMessage)
+        if message.round != envelope.round:
+            raise ProtocolError(
+                f"silo {self.id}: encrypted weights for round {message.round} sent as {envelope.round}"
+            )
         if len(message.ciphertexts) != p.users:
             raise ProtocolError(
                 f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for {p.users} users"
@@ -163,13 +215,6 @@ class Silo:
                 f"silo {self.id}: round {message.round} was already used; a round "
                 f"index must be fresh, or its pairwise masks would be reused"
             )
-        pk = self._public()
-        encoding = p.encoding
-        present = np.asarray(self._counts)[:, None] > 0
-        fixed_flat = encoding.fixed_point(np.where(present, deltas, 0.0))
-        fixed = [fixed_flat[u * p.dimension : (u + 1) * p.dimension] for u in range(p.users)]
-        c_lcm = gmpy2.mpz(encoding.c_lcm)
-        noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
         masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension, pk.n)
         self._rounds_used.add(message.round)
         offsets = add_masks(noise_terms, masks, pk.n)
@@ -186,6 +231,13 @@ class Silo:
                 self._seed, "multiplicative-blinds", self.params.users, self._modulus()
             )
         return self._blinds
+
+    def _receive(self, envelope: Envelope, message_type: type[M]) -> M:
+        """The verified payload of `envelope`, checked to be a `message_type`."""
+        message = self.channels.unwrap(envelope, message_type.KIND)
+        if not isinstance(message, message_type):
+            raise ProtocolError(f"silo {self.id}: {envelope.sender} sent a malformed {envelope.kind} message")
+        return message
 
     def _public(self) -> PublicKey:
         if self._public_key is None:

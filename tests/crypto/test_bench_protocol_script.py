@@ -41,5 +41,9 @@ def test_test_keys_flag_runs_and_says_so():
     assert report["key_bits"] == 512 and report["test_keys"] is True
     assert report["verified"] is True
     assert report["aggregate_max_error"] <= report["tolerance"]
+    auth = report["authentication"]  # 2 silos: 6 messages each, and the sealed seed twice
+    assert auth["messages"] == 14 and 0 < auth["seconds"] < auth["protocol_seconds"]
+    assert auth["setup_seconds"] + auth["round_seconds"] == pytest.approx(auth["seconds"])
     table = bench("--key-bits", "512", "--test-keys")
     assert table.returncode == 0 and "TEST KEY, INSECURE" in table.stdout
+    assert "authentication (all parties: keying channels, tagging, verifying 14 messages)" in table.stdout

@@ -5,11 +5,14 @@ from __future__ import annotations
 import dataclasses
 from fractions import Fraction
 
+import gmpy2
 import numpy as np
 import pytest
 from scipy import stats
 
 from uldp.crypto import secure_weighted_sum
+from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, silo_name
+from uldp.crypto.dh import generate_dh_keypair
 from uldp.crypto.encoding import Encoding, largest_n_max
 from uldp.crypto.paillier import check_modulus
 from uldp.crypto.protocol import (
@@ -156,7 +159,7 @@ def test_several_rounds_use_fresh_masks(keypair_1024):
     sampled = np.ones(3, dtype=bool)
     federation, results = run(counts, deltas, noise, sampled, rounds=2, key=keypair_1024)
     np.testing.assert_array_equal(results[0].aggregate, results[1].aggregate)
-    sums = [m for m in federation.server.inbox if type(m).__name__ == "MaskedSumMessage"]
+    sums = [e.payload for e in federation.server.inbox if type(e.payload).__name__ == "MaskedSumMessage"]
     by_round = {(m.silo, m.round): m.ciphertexts for m in sums}
     _, private = keypair_1024
     # The same silo's masked plaintext differs between rounds: the masks are per round.
@@ -182,7 +185,9 @@ def test_server_view_of_blinded_totals_is_independent_of_n_u(keypair_1024):
     assert stats.kstest(seen[:400], "uniform").pvalue > 1e-3
     assert stats.kstest(seen[400:], "uniform").pvalue > 1e-3
     # each silo's doubly blinded histogram alone is uniform too (r_u and pairwise masks)
-    first = next(m for m in federation.server.inbox if type(m).__name__ == "BlindedHistogramMessage")
+    first = next(
+        e.payload for e in federation.server.inbox if type(e.payload).__name__ == "BlindedHistogramMessage"
+    )
     assert stats.kstest(np.array([float(v) for v in first.values]) / n, "uniform").pvalue > 1e-3
 
 
@@ -283,20 +288,31 @@ def test_bad_inputs():
 # --- Paillier modulus size: the same rule at the silo and the server as at key generation ---
 
 
+def silo_with_server(params, silo_id=0, counts=(1, 2)):
+    """A silo, and the server end of its channel: `send(message)` tags a message as the server would."""
+    server_dh = generate_dh_keypair()
+    silo = Silo(silo_id, list(counts), params, server_key=server_dh.public)
+    server = Channels(SERVER)
+    server.connect_dh(server_dh, silo_name(silo_id), silo.dh_key().payload.public)
+    return silo, lambda message: server.wrap(silo_name(silo_id), message.KIND, SETUP_ROUND, message)
+
+
 def test_silo_refuses_a_modulus_below_2048_bits_without_test_keys(keypair_512):
     params = ProtocolParams(silos=2, users=2, dimension=1, encoding=Encoding(n_max=10))
-    silo = Silo(0, [1, 2], params)
+    silo, send = silo_with_server(params)
     with pytest.raises(ValueError, match="512-bit Paillier modulus is insecure"):
-        silo.receive_paillier_key(PaillierKeyMessage(int(keypair_512[0].n)))
+        silo.receive_paillier_key(send(PaillierKeyMessage(int(keypair_512[0].n))))
     with pytest.raises(RuntimeError, match="no Paillier key"):
         silo.blinded_histogram()  # nothing was stored
 
 
 def test_silo_refuses_a_modulus_smaller_than_the_agreed_key_size(keypair_512, keypair_1024):
     params = ProtocolParams(silos=2, users=2, dimension=1, key_bits=1024, encoding=SMALL, test_keys=True)
+    silo, send = silo_with_server(params)
     with pytest.raises(ValueError, match="512 bits, but the agreed key size is 1024"):
-        Silo(0, [1, 2], params).receive_paillier_key(PaillierKeyMessage(int(keypair_512[0].n)))
-    Silo(0, [1, 2], params).receive_paillier_key(PaillierKeyMessage(int(keypair_1024[0].n)))
+        silo.receive_paillier_key(send(PaillierKeyMessage(int(keypair_512[0].n))))
+    silo, send = silo_with_server(params)
+    silo.receive_paillier_key(send(PaillierKeyMessage(int(keypair_1024[0].n))))
 
 
 def test_server_and_setup_refuse_a_small_supplied_keypair(keypair_512, keypair_1024):
@@ -314,17 +330,37 @@ def test_server_and_setup_refuse_a_small_supplied_keypair(keypair_512, keypair_1
     assert setup(counts, test, keypair=keypair_1024).server.public_key.bits == 1024
 
 
+def semiprime(bits: int, offset: int = 0) -> int:
+    """p q with p != q primes of about bits / 2 bits each, the product having `bits` bits."""
+    half = bits // 2
+    p = int(gmpy2.next_prime(3 * 2 ** (half - 2) + offset))
+    q = int(gmpy2.next_prime(3 * 2 ** (half - 2) + 2 ** (half // 2) + offset))
+    return p * q
+
+
+N_2048 = semiprime(2048)
+P_512 = int(gmpy2.next_prime(2**511 + 2**300))
+
+
 @pytest.mark.parametrize(
     "modulus,key_bits,test_keys,error",
     [
-        (2**2047 + 1, 2048, False, None),  # a 2048-bit n
-        (2**3071 + 1, 2048, False, None),  # larger than agreed is fine
-        (2**2046 + 1, 2048, False, "insecure"),  # 2047 bits: below 2048 without test_keys
-        (2**1022 + 1, 1024, True, None),  # p q can have key_bits - 1 bits
+        (N_2048, 2048, False, None),  # a 2048-bit n
+        (semiprime(3072), 2048, False, None),  # larger than agreed is fine
+        (semiprime(2046), 2048, False, "insecure"),  # 2047 bits: below 2048 without test_keys
+        (P_512 * int(gmpy2.next_prime(P_512)), 1024, True, None),  # p q can have key_bits - 1 bits
         (2**1021 + 1, 1024, True, "agreed key size"),
         (2**1023 + 2, 1024, True, "odd"),
         (1, 1024, True, "odd"),
         (float(2**1023), 1024, True, "integer"),
+        # beyond size and parity (issue 12): what a silo can check without the factors
+        pytest.param(3 * int(gmpy2.next_prime(2**2046)), 2048, False, "small prime factor 3;", id="factor-3"),
+        pytest.param(
+            65521 * int(gmpy2.next_prime(2**2033)), 2048, False, "small prime factor 65521", id="factor-65521"
+        ),
+        pytest.param(int(gmpy2.next_prime(2**1024)) ** 2, 2048, False, "perfect power", id="square"),
+        pytest.param(int(gmpy2.next_prime(2**683)) ** 3, 2048, False, "perfect power", id="cube"),
+        pytest.param(int(gmpy2.next_prime(2**2047)), 2048, False, "is a prime", id="prime"),
     ],
 )
 def test_check_modulus(modulus, key_bits, test_keys, error):
@@ -343,10 +379,10 @@ def test_silo_refuses_a_reused_round_index(keypair_1024):
     counts, deltas, noise = make_inputs(rng, 2, 3, 2)
     sampled = np.ones(3, dtype=bool)
     federation, _ = run(counts, deltas, noise, sampled, rounds=1, key=keypair_1024)
-    again = federation.server.encrypted_weights(0, sampled)
+    again = federation.server.encrypted_weights(0, sampled)[0]
     with pytest.raises(ValueError, match="round 0 was already used"):
         federation.silos[0].masked_sum(again, deltas[0], noise[0], workers=1)
-    fresh = federation.server.encrypted_weights(1, sampled)
+    fresh = federation.server.encrypted_weights(1, sampled)[0]
     federation.silos[0].masked_sum(fresh, deltas[0], noise[0], workers=1)
 
 
@@ -355,9 +391,11 @@ def test_a_refused_round_does_not_use_up_its_index(keypair_1024):
     counts, deltas, noise = make_inputs(rng, 2, 3, 2)
     sampled = np.ones(3, dtype=bool)
     federation, _ = run(counts, deltas, noise, sampled, rounds=0, key=keypair_1024)
-    message = federation.server.encrypted_weights(0, sampled)
+    message = federation.server.encrypted_weights(0, sampled)[0]
     with pytest.raises(ValueError, match="shape"):
         federation.silos[0].masked_sum(message, deltas[0][:, :1], noise[0], workers=1)
+    with pytest.raises(ValueError, match="value bound"):
+        federation.silos[0].masked_sum(message, deltas[0], noise[0] * 1e9, workers=1)
     federation.silos[0].masked_sum(message, deltas[0], noise[0], workers=1)
 
 
