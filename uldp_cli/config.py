@@ -162,7 +162,10 @@ class _UniqueKeyLoader(yaml.SafeLoader):
                     continue  # an unhashable key; the base class reports it
                 if repeated:
                     raise yaml.constructor.ConstructorError(
-                        None, None, f"key {key!r} given twice (first on line {seen[key]})", key_node.start_mark
+                        None,
+                        None,
+                        f"key {key!r} given twice (first on line {seen[key]})",
+                        key_node.start_mark,
                     )
                 seen[key] = key_node.start_mark.line + 1
         return super().construct_mapping(node, deep=deep)

@@ -67,8 +67,10 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
     if repeated:
         # Which of two equal names holds the budgets is anyone's guess (pyarrow took the first,
         # the csv module the last): refuse rather than pick one.
-        raise fail(f"column {repeated[0]!r} appears {header.count(repeated[0])} times in the header; "
-                   "give each column its own name")
+        raise fail(
+            f"column {repeated[0]!r} appears {header.count(repeated[0])} times in the header; "
+            "give each column its own name"
+        )
     if budget_column not in header:
         raise fail(
             f"no column {budget_column!r} (columns: {', '.join(header)}); "

@@ -29,7 +29,15 @@ from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
 from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors, one_line
-from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, delta_option, format_option
+from ..options import (
+    Interval,
+    OutputFile,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    delta_option,
+    format_option,
+)
 from ..personalize_io import OUTPUT_COLUMNS, Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
@@ -79,6 +87,9 @@ BUDGET_COLUMNS = [
 MAX_RECORDS = 10**7
 #: --seed: numpy seeds any integer >= 0; 32 bits are what every other seed of uldp takes.
 MAX_SEED = 2**32 - 1
+#: --sigma at least: at 0.001 epsilon*(q) is above 5e5 at every rate, so no smaller sigma can
+#: meet a budget; far below it 1 / sigma^2 overflows a double.
+MIN_SIGMA = 1e-3
 #: --sigma at most: from about 1e3 on, epsilon*(q) is 0 to double precision for any run, and
 #: sigma^2 overflows a double near 1.3e154.
 MAX_SIGMA = 1e6
@@ -151,9 +162,9 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 )
 @click.option(
     "--sigma",
-    type=PositiveFloat(high=MAX_SIGMA),
+    type=Interval(MIN_SIGMA, MAX_SIGMA, low_open=False, high_open=False),
     default=None,
-    help="Noise multiplier of DP-SGD, in (0, 1e6].",
+    help="Noise multiplier of DP-SGD, in [0.001, 1e6].",
 )
 @click.option(
     "--calibrate-sigma",
@@ -226,8 +237,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     type=Probability(),
     default=DEFAULT_Q_MIN,
     show_default=True,
-    help="Smallest usable sampling probability, in (0, 1] and <= --q-cap; lower budgets are "
-    "infeasible.",
+    help="Smallest usable sampling probability, in (0, 1] and <= --q-cap; lower budgets are infeasible.",
 )
 @click.option(
     "--infeasible",
@@ -315,6 +325,11 @@ def command(
     methods = [method] + [m for m in METHODS if m != method] if compare else [method]
     if "bisect" in methods:
         _refuse_large_bisect(budgets.values, compare)
+    if calibrate_sigma and not budgets.values.max() > 0:
+        raise click.BadParameter(
+            "every budget is 0: no noise meets it; give budgets > 0 or --sigma",
+            param_hint="'--calibrate-sigma'",
+        )
     with library_errors(), status(fmt, "personalizing") as update:
         calibration = None
         if calibrate_sigma:
