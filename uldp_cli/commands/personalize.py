@@ -91,7 +91,7 @@ MAX_SEED = 2**32 - 1
 #: meet a budget; far below it 1 / sigma^2 overflows a double.
 MIN_SIGMA = 1e-3
 #: --sigma at most: sigma^2 overflows a double near 1.3e154 (an OverflowError); 1e6 is far past
-#: any noise in use (at tau = T = 50 epsilon*(q) is already 0 to double precision from 1e3).
+#: any noise in use (at tau = T = 50, sigma = 1e3 already gives epsilon*(1) = 0.18).
 MAX_SIGMA = 1e6
 #: --local-steps and --rounds at most: their product stays an exact double (< 2^53).
 MAX_STEPS = 10**7
