@@ -74,6 +74,9 @@ REFINE_MAX_TERMS = 256
 #: where it should rise. Above it the integer orders' value is kept: a step up, which keeps the
 #: curve non-decreasing.
 REFINE_MAX_RATE = 0.25
+#: Rates per evaluation of the curve at most; more are evaluated in chunks of this many, which
+#: bounds the work arrays (about 2,000 binomial terms per rate) to a few hundred MB.
+CURVE_CHUNK = 25_000
 
 
 def orders_description(orders: np.ndarray) -> str:
@@ -242,6 +245,10 @@ class EpsilonCurve:
 
     def __call__(self, qs: np.ndarray | float) -> np.ndarray:
         qs = np.atleast_1d(np.asarray(qs, dtype=float))
+        if qs.size > CURVE_CHUNK:
+            # The work arrays are (rates x orders x binomial terms): in chunks, memory stays
+            # bounded whatever the number of rates (the values are the same).
+            return np.concatenate([self(qs[i : i + CURVE_CHUNK]) for i in range(0, qs.size, CURVE_CHUNK)])
         self.evaluations += qs.size
         rdp = fl_rdp(self.run, qs, self.orders)
         eps = epsilon_curve(np.tile(self.orders, qs.size), rdp.ravel(), math.log(self.delta), self.conversion)

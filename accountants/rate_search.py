@@ -24,6 +24,10 @@ GRID_RATIO = 1.001
 SCF_POINTS = 100
 #: Absolute tolerance in q of the bisection baseline.
 BISECT_TOLERANCE = 1e-9
+#: Halvings of the bisection at most: from a bracket of width <= 1 down to the spacing of the
+#: smallest normal doubles takes at most 1022 + 53 halvings, so this never cuts a search short
+#: that could still progress; it only bounds the loop for certain.
+BISECT_MAX_STEPS = 1100
 # SCF gives every distinct budget its own rate. Up to this many rates are re-accounted exactly
 # (about 12 microseconds each, vectorised: ~1.2 s; 1e6 would take ~12-20 s on 2 cores); beyond
 # that the exact grid brackets them first and only the budgets inside a bracket are re-accounted.
@@ -242,18 +246,31 @@ def _bisect_index(
 def _bisect(
     curve: EpsilonCurve, u: np.ndarray, feasible: FeasibleRange, tolerance: float
 ) -> tuple[np.ndarray, np.ndarray]:
+    """The bisection baseline (rPDP-FL's BinarySearch, slides ch. 3 III) for every budget in `u`.
+
+    Keeps epsilon(lo) <= budget, as evaluated, so every answer is conservative (a valid upper
+    bound on what the record spends). Stops when the bracket is within `tolerance`, when the
+    midpoint rounds to one of its ends (no double lies between them: a tolerance below the
+    spacing of doubles could never be met), or after `BISECT_MAX_STEPS` halvings, whichever
+    comes first, so it always ends. Budgets whose brackets share a midpoint share its
+    evaluation: every budget starts from the same [q_min, q_cap], so the early midpoints are
+    the same for all of them.
+    """
     lo = np.full(u.size, feasible.q_min)
     hi = np.full(u.size, feasible.q_cap)
     spent = np.full(u.size, feasible.epsilon_min)
-    while True:
-        active = np.flatnonzero(hi - lo > tolerance)
+    for _ in range(BISECT_MAX_STEPS):
+        mid_all = 0.5 * (lo + hi)
+        active = np.flatnonzero((hi - lo > tolerance) & (mid_all > lo) & (mid_all < hi))
         if active.size == 0:
-            return lo, spent
-        mid = 0.5 * (lo[active] + hi[active])
-        eps = curve(mid)
+            break
+        mid = mid_all[active]
+        rates, back = np.unique(mid, return_inverse=True)
+        eps = _evaluate(curve, rates)[back]
         fits = eps <= u[active]
         lo[active[fits]], spent[active[fits]] = mid[fits], eps[fits]
         hi[active[~fits]] = mid[~fits]
+    return lo, spent
 
 
 @dataclass(frozen=True)

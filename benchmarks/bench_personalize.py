@@ -12,6 +12,13 @@
 2. `--big` records with distinct budgets (Individual-1000) with exact, end to end: in the library
    (draw, calibrate sigma, invert, write the CSV), then as a fresh `uldp personalize` process
    writing its CSV (imports included), the median of `--repeat` runs.
+3. `--scale N` (issue 12): only this part. Every method end to end on N records as a fresh
+   `uldp personalize` process writing its CSV, one at a time, with its wall time and peak
+   resident memory (getrusage of the child): exact and scf on Individual-1000 (N distinct
+   budgets), bisect on Group-100 (100 distinct; bisect refuses more than 10,000 distinct
+   budgets), and --compare on Group-100.
+
+    python benchmarks/bench_personalize.py --scale 10000000
 """
 
 from __future__ import annotations
@@ -144,13 +151,74 @@ def big_cli(records: int, repeat: int) -> dict:
     }
 
 
+SCALE_RUNS = (
+    ("exact", "individual-1000", []),
+    ("scf", "individual-1000", ["--method", "scf"]),
+    ("bisect", "group-100", ["--method", "bisect"]),
+    ("compare", "group-100", ["--compare"]),
+)
+
+
+def scale(records: int) -> list[dict]:
+    """Each method on `records` records in its own process: seconds and peak RSS."""
+    rows = []
+    for name, budgets, extra in SCALE_RUNS:
+        with tempfile.TemporaryDirectory() as tmp:
+            args = [
+                "personalize", "--distribution", budgets, "--records", str(records),
+                "--calibrate-sigma", "--local-steps", "10", "--rounds", "50",
+                *extra, "--out", str(Path(tmp) / "q.csv"), "--format", "json",
+            ]  # fmt: skip
+            script = (
+                "import resource, subprocess, sys, time\n"
+                "start = time.perf_counter()\n"
+                "done = subprocess.run(sys.argv[1:], capture_output=True)\n"
+                "seconds = time.perf_counter() - start\n"
+                "peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss\n"
+                "print(done.returncode, seconds, peak, done.stderr.decode()[-300:].replace(chr(10), ' '))\n"
+            )
+            # A process per run: RUSAGE_CHILDREN is the peak of that one child only.
+            line = subprocess.run(
+                [sys.executable, "-c", script, sys.executable, "-m", "uldp", *args],
+                check=True, capture_output=True, text=True,
+            ).stdout  # fmt: skip
+            code, seconds, peak, err = line.split(" ", 3)
+            rows.append(
+                {
+                    "method": name,
+                    "budgets": budgets,
+                    "records": records,
+                    "exit": int(code),
+                    "seconds": float(seconds),
+                    "peak_rss_mb": int(peak) / 1024,
+                    "stderr": err.strip(),
+                    "command": "uldp " + " ".join(args).replace(str(Path(tmp) / "q.csv"), "q.csv"),
+                }
+            )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--records", type=int, default=1000, help="records per budget set")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--big", type=int, default=1_000_000, help="records of the end-to-end run")
     parser.add_argument("--format", choices=["table", "json"], default="table")
+    parser.add_argument("--scale", type=int, default=None, help="only part 3, on this many records")
     args = parser.parse_args()
+    if args.scale is not None:
+        runs = scale(args.scale)
+        if args.format == "json":
+            print(json.dumps({"machine": describe_machine(), "scale": runs}, indent=2))
+            return
+        print(f"machine: {describe_machine()}")
+        for r in runs:
+            print(
+                f"{r['method']:8} {r['budgets']:16} {r['records']:>10,} exit {r['exit']} "
+                f"{r['seconds']:8.1f} s  peak RSS {r['peak_rss_mb']:7.0f} MB  {r['stderr']}\n"
+                f"  {r['command']}"
+            )
+        return
 
     rows = [row for name in PUBLISHED for row in side_by_side(name, args.records, args.repeat)]
     big = big_library(args.big)

@@ -55,7 +55,8 @@ def read_config(path: Path, ctx: click.Context, config_param: click.Parameter) -
         return click.BadParameter(f"{path}: {message}", ctx=ctx, param=config_param)
 
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        # utf-8-sig: a byte-order mark is not part of the first key.
+        data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader)  # noqa: S506
     except (OSError, UnicodeDecodeError) as error:
         raise fail(f"cannot read it ({one_line(error)})") from error
     except yaml.YAMLError as error:
@@ -141,6 +142,33 @@ def _checked_value(
         # Some of Click's own types let a TypeError out for values no command line can give.
         raise fail(f"key {key!r}: {value!r} is not a valid {param.type.name}") from error
     return value
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that a key repeated in one mapping is an error naming the key
+    and its line (PyYAML keeps the last value without a word: `rounds: 1` then `rounds: 2` would
+    run 2 rounds)."""
+
+    def construct_mapping(self, node: yaml.Node, deep: bool = False) -> dict:
+        if isinstance(node, yaml.MappingNode):
+            seen: dict[Any, int] = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":
+                    continue  # `<<: *base`: its keys may be overridden, as YAML intends
+                key = self.construct_object(key_node, deep=deep)
+                try:
+                    repeated = key in seen
+                except TypeError:
+                    continue  # an unhashable key; the base class reports it
+                if repeated:
+                    raise yaml.constructor.ConstructorError(
+                        None,
+                        None,
+                        f"key {key!r} given twice (first on line {seen[key]})",
+                        key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep=deep)
 
 
 def _yaml_problem(error: yaml.YAMLError) -> str:

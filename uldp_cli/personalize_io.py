@@ -3,7 +3,10 @@
 CSV goes through pyarrow when it is installed (a million rows read or written in about half a
 second each), else through the standard csv module (a few seconds per million rows); either
 way floats are written in their shortest round-trip form, so the q read back is the q that was
-accounted.
+accounted. Reading has one behaviour on both paths: the header is checked once (a UTF-8
+byte-order mark is dropped, duplicated names are refused), and whatever pyarrow refuses is read
+again by the csv module, which is the reference: it either accepts the file with the same values
+or names the first bad row (a ragged row, a value that is not a number) in its own words.
 matplotlib is imported only when a plot is asked for, with the Agg backend (no display).
 """
 
@@ -53,12 +56,21 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
         return click.BadParameter(f"{path}: {message}", param_hint="'--epsilon-csv'")
 
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        # utf-8-sig: a byte-order mark (spreadsheets write one) is not part of the first name.
+        with open(path, newline="", encoding="utf-8-sig") as handle:
             header = next(csv.reader(handle), None)
-    except (OSError, UnicodeDecodeError) as error:
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise fail(f"cannot read it ({one_line(error)})") from error
     if not header:
         raise fail("empty file; expected a header line naming the columns")
+    repeated = sorted({name for name in header if header.count(name) > 1})
+    if repeated:
+        # Which of two equal names holds the budgets is anyone's guess (pyarrow took the first,
+        # the csv module the last): refuse rather than pick one.
+        raise fail(
+            f"column {repeated[0]!r} appears {header.count(repeated[0])} times in the header; "
+            "give each column its own name"
+        )
     if budget_column not in header:
         raise fail(
             f"no column {budget_column!r} (columns: {', '.join(header)}); "
@@ -71,8 +83,7 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
         if name in OUTPUT_COLUMNS:
             raise fail(f"column {name!r} would clash with the output's {', '.join(OUTPUT_COLUMNS)}")
     try:
-        reader = _read_arrow if _pyarrow() else _read_stdlib
-        ids, values, missing = reader(path, budget_column, id_column if has_ids else None)
+        ids, values, missing = _read(path, len(header), budget_column, id_column if has_ids else None)
     except ValueError as error:
         raise fail(one_line(error)) from error
     if values.size == 0:
@@ -97,6 +108,20 @@ def _pyarrow() -> bool:
     return True
 
 
+def _read(path: Path, width: int, budget_column: str, id_column: str | None):
+    """pyarrow if it is there and accepts the file, else the csv module (the reference)."""
+    if _pyarrow():
+        try:
+            return _read_arrow(path, budget_column, id_column)
+        except _ArrowRefused:
+            pass  # the csv module reads it the same way or names the problem in its own words
+    return _read_stdlib(path, width, budget_column, id_column)
+
+
+class _ArrowRefused(Exception):
+    """pyarrow could not read the file (its messages differ from the csv module's)."""
+
+
 def _read_arrow(path: Path, budget_column: str, id_column: str | None):
     import pyarrow as pa
     import pyarrow.csv as pacsv
@@ -110,8 +135,8 @@ def _read_arrow(path: Path, budget_column: str, id_column: str | None):
                 include_columns=columns, column_types=types, null_values=[""], strings_can_be_null=False
             ),
         )
-    except (pa.ArrowInvalid, OSError) as error:
-        raise DataError(str(error)) from error
+    except (pa.ArrowInvalid, OSError, UnicodeDecodeError) as error:
+        raise _ArrowRefused(str(error)) from error
     column = table.column(budget_column)
     values = column.to_numpy(zero_copy_only=False)  # empty cells (nulls) arrive as NaN
     missing = column.is_null().to_numpy(zero_copy_only=False)
@@ -119,18 +144,34 @@ def _read_arrow(path: Path, budget_column: str, id_column: str | None):
     return ids, values, missing
 
 
-def _read_stdlib(path: Path, budget_column: str, id_column: str | None):
+def _read_stdlib(path: Path, width: int, budget_column: str, id_column: str | None):
     ids, values, missing = [], [], []
-    with open(path, newline="", encoding="utf-8") as handle:
-        for row, record in enumerate(csv.DictReader(handle), start=1):
-            text = (record.get(budget_column) or "").strip()
-            missing.append(text == "")
-            try:
-                values.append(float(text) if text else float("nan"))
-            except ValueError:
-                raise DataError(f"row {row}: budget {text!r} is not a number") from None
-            if id_column is not None:
-                ids.append(record.get(id_column) or "")
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            lines = csv.reader(handle)
+            header = next(lines)
+            budget_at = header.index(budget_column)
+            id_at = None if id_column is None else header.index(id_column)
+            row = 0
+            for record in lines:
+                if not record:
+                    continue  # a blank line, as pyarrow skips them
+                row += 1
+                if len(record) != width:
+                    raise DataError(
+                        f"row {row} has {len(record)} field{'s' * (len(record) != 1)}, the header has "
+                        f"{width}; every row needs one field per column"
+                    )
+                text = record[budget_at].strip()
+                missing.append(text == "")
+                try:
+                    values.append(float(text) if text else float("nan"))
+                except ValueError:
+                    raise DataError(f"row {row}: budget {text!r} is not a number") from None
+                if id_at is not None:
+                    ids.append(record[id_at])
+    except (OSError, UnicodeDecodeError, csv.Error) as error:
+        raise DataError(f"cannot read it ({one_line(error)})") from error
     return (
         None if id_column is None else np.asarray(ids, dtype=object),
         np.asarray(values, dtype=float),

@@ -123,3 +123,28 @@ def test_missing_file_exits_2() -> None:
     result = CliRunner().invoke(dummy, ["--config", "no/such/file.yaml"])
     assert result.exit_code == 2
     assert "does not exist" in result.output
+
+
+@pytest.mark.parametrize(
+    "text,key,line",
+    [
+        ("sigma: 1\nq: 0.5\nsigma: 2\n", "sigma", 3),
+        ("{sigma: 1, sigma: 2}\n", "sigma", 1),
+        ("q: 0.5\ntarget-epsilon: 1\ntarget-epsilon: 1\n", "target-epsilon", 3),
+    ],
+)
+def test_a_key_given_twice_is_refused_with_its_line(tmp_path: Path, text: str, key: str, line: int) -> None:
+    # PyYAML keeps the last value silently: `rounds: 1` then `rounds: 2` ran 2 rounds.
+    error = _one_error_line(run(tmp_path, text))
+    assert "run.yaml" in error and f"key '{key}' given twice" in error and f"line {line}," in error
+
+
+def test_merge_keys_may_still_be_overridden(tmp_path: Path) -> None:
+    # `<<` merges another mapping's keys under this one's own: YAML's way to override, not a repeat.
+    assert values(run(tmp_path, "sigma: 2\n<<: {q: 0.25, sigma: 3}\n"))["sigma"] == 2
+
+
+def test_a_byte_order_mark_is_not_part_of_the_first_key(tmp_path: Path) -> None:
+    config = tmp_path / "run.yaml"
+    config.write_bytes("sigma: 2\n".encode("utf-8-sig"))
+    assert values(CliRunner().invoke(dummy, ["--config", str(config)]))["sigma"] == 2

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 import numpy as np
+from click.core import ParameterSource
 
 from uldp.accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
 from uldp.accountants.conversion import CONVERSIONS
@@ -28,7 +29,15 @@ from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
 from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors, one_line
-from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, delta_option, format_option
+from ..options import (
+    Interval,
+    OutputFile,
+    PositiveFloat,
+    PositiveInt,
+    Probability,
+    delta_option,
+    format_option,
+)
 from ..personalize_io import OUTPUT_COLUMNS, Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
 from ..render import emit
@@ -74,6 +83,33 @@ BUDGET_COLUMNS = [
     ("spent", "epsilon spent"),
     ("status", "status"),
 ]
+#: --records at most: 1e7 records take about 1 GB with every method (docs/performance.md).
+MAX_RECORDS = 10**7
+#: --seed: numpy seeds any integer >= 0; 32 bits are what every other seed of uldp takes.
+MAX_SEED = 2**32 - 1
+#: --sigma at least: at 0.001 epsilon*(q) is above 5e5 at every rate, so no smaller sigma can
+#: meet a budget; far below it 1 / sigma^2 overflows a double.
+MIN_SIGMA = 1e-3
+#: --sigma at most: sigma^2 overflows a double near 1.3e154 (an OverflowError); 1e6 is far past
+#: any noise in use (at tau = T = 50, sigma = 1e3 already gives epsilon*(1) = 0.18).
+MAX_SIGMA = 1e6
+#: --local-steps and --rounds at most: their product stays an exact double (< 2^53).
+MAX_STEPS = 10**7
+#: --tolerance at most: a coarser absolute tolerance would hand q_min to every budget below
+#: about 0.01 of the range.
+MAX_TOLERANCE = 0.01
+#: Distinct budgets --method bisect serves at most: each costs about 15 evaluations of
+#: epsilon*(q) (0.5 ms each), so 10,000 take about a minute; exact serves any number.
+MAX_BISECT_BUDGETS = 10_000
+
+
+class SeedInt(click.IntRange):
+    """An integer seed in a range; named "integer" (Click's "integer range" reads oddly in
+    "'1e26' is not a valid integer range")."""
+
+    name = "integer"
+
+
 # Budget sets with at most this many distinct values are listed value by value; larger ones
 # by quantiles.
 LISTED_BUDGETS = 12
@@ -112,15 +148,24 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 )
 @click.option(
     "--records",
-    type=PositiveInt(),
+    type=PositiveInt(high=MAX_RECORDS),
     default=1000,
     show_default=True,
-    help="Number of records drawn with --distribution.",
+    help="Number of records drawn with --distribution, in [1, 10^7].",
 )
 @click.option(
-    "--seed", type=click.IntRange(min=0), default=0, show_default=True, help="Seed of --distribution."
+    "--seed",
+    type=SeedInt(0, MAX_SEED),
+    default=0,
+    show_default=True,
+    help="Seed of --distribution.",
 )
-@click.option("--sigma", type=PositiveFloat(), default=None, help="Noise multiplier of DP-SGD (> 0).")
+@click.option(
+    "--sigma",
+    type=Interval(MIN_SIGMA, MAX_SIGMA, low_open=False, high_open=False),
+    default=None,
+    help="Noise multiplier of DP-SGD, in [0.001, 1e6].",
+)
 @click.option(
     "--calibrate-sigma",
     is_flag=True,
@@ -131,11 +176,16 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     "tau",
     cls=AliasedOption,
     aliases=("--tau",),
-    type=PositiveInt(),
+    type=PositiveInt(high=MAX_STEPS),
     required=True,
-    help="Local DP-SGD steps tau per round.",
+    help="Local DP-SGD steps tau per round, in [1, 10^7].",
 )
-@click.option("--rounds", type=PositiveInt(), required=True, help="Federated rounds T.")
+@click.option(
+    "--rounds",
+    type=PositiveInt(high=MAX_STEPS),
+    required=True,
+    help="Federated rounds T, in [1, 10^7].",
+)
 @click.option(
     "--silo-q",
     "client_rate",
@@ -187,7 +237,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     type=Probability(),
     default=DEFAULT_Q_MIN,
     show_default=True,
-    help="Smallest usable sampling probability; lower budgets are infeasible.",
+    help="Smallest usable sampling probability, in (0, 1] and <= --q-cap; lower budgets are infeasible.",
 )
 @click.option(
     "--infeasible",
@@ -199,10 +249,10 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 )
 @click.option(
     "--tolerance",
-    type=PositiveFloat(),
+    type=PositiveFloat(high=MAX_TOLERANCE),
     default=BISECT_TOLERANCE,
     show_default=True,
-    help="Absolute tolerance in q of --method bisect.",
+    help=f"Absolute tolerance in q of --method bisect (or --compare), in (0, {MAX_TOLERANCE:g}].",
 )
 @click.option(
     "--out",
@@ -258,6 +308,7 @@ def command(
     """
     if (budgets_path is None) == (distribution is None):
         raise click.UsageError("give exactly one of --epsilon-csv FILE.csv or --distribution NAME")
+    _refuse_ignored(click.get_current_context(), budgets_path is not None, method, compare)
     if (sigma is None) == (not calibrate_sigma):
         raise click.UsageError("give exactly one of --sigma or --calibrate-sigma")
     if q_min > q_cap:
@@ -272,6 +323,13 @@ def command(
     budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed)
     run = RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model, fixed_schedule)
     methods = [method] + [m for m in METHODS if m != method] if compare else [method]
+    if "bisect" in methods:
+        _refuse_large_bisect(budgets.values, compare)
+    if calibrate_sigma and not budgets.values.max() > 0:
+        raise click.BadParameter(
+            "every budget is 0: no noise meets it; give budgets > 0 or --sigma",
+            param_hint="'--calibrate-sigma'",
+        )
     with library_errors(), status(fmt, "personalizing") as update:
         calibration = None
         if calibrate_sigma:
@@ -303,6 +361,40 @@ def command(
             with _writing(plot, "--plot"):
                 _plot(plot, curve, chosen, run, delta)
     _render(fmt, budgets, run, curve, calibration, results, infeasible, out, plot)
+
+
+# Options that only one input or method reads: (option's parameter name, its flag, when it is
+# read, what reads it). A value the user gave (on the command line or in --config) that nothing
+# reads is refused, so that no one believes it changed the result.
+_READ_ONLY_WITH = (
+    ("records", "--records", "distribution", "--distribution"),
+    ("seed", "--seed", "distribution", "--distribution"),
+    ("budget_column", "--epsilon-column", "file", "--epsilon-csv"),
+    ("id_column", "--id-column", "file", "--epsilon-csv"),
+    ("tolerance", "--tolerance", "bisect", "--method bisect (or --compare)"),
+)
+
+
+def _refuse_ignored(ctx: click.Context, from_file: bool, method: str, compare: bool) -> None:
+    """Refuse an option the chosen input or method ignores, naming it and what reads it."""
+    read = {"distribution": not from_file, "file": from_file, "bisect": method == "bisect" or compare}
+    for name, flag, when, reader in _READ_ONLY_WITH:
+        source = ctx.get_parameter_source(name)
+        if source is not None and source != ParameterSource.DEFAULT and not read[when]:
+            raise click.BadParameter(f"is read only with {reader}; leave it out", param_hint=f"'{flag}'")
+
+
+def _refuse_large_bisect(values: np.ndarray, compare: bool) -> None:
+    """Refuse bisection on more distinct budgets than it serves in about a minute, before any
+    work (it evaluates epsilon*(q) about 15 times per distinct budget)."""
+    distinct = np.unique(values).size
+    if distinct > MAX_BISECT_BUDGETS:
+        raise click.BadParameter(
+            f"bisect serves at most {MAX_BISECT_BUDGETS} distinct budgets (about 15 evaluations "
+            f"of epsilon*(q) each), got {distinct}; use --method exact (any number of budgets, "
+            "never over budget)" + (" without --compare" if compare else ""),
+            param_hint="'--compare'" if compare else "'--method'",
+        )
 
 
 @contextmanager
