@@ -337,3 +337,28 @@ def test_training_records_are_shuffled_and_keep_their_labels():
     first = data.x_train[0]
     match = np.flatnonzero((pixels == first).all(axis=(1, 2, 3)))
     assert data.y_train[0] in digits[match]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("u,y,f,f\n1,0,1,2\n2,1,3,4\n", "column 'f' appears 2 times in the header"),
+        ("u,y,f\n1,0,1\n2,1\n3,0,2\n", "line 3 has 2 fields, the header has 3"),
+        ("u,y,f\n1,0,1\n2,1,3,4\n", "line 3 has 4 fields, the header has 3"),
+        ("", "is empty; expected a header line"),
+    ],
+)
+def test_table_with_repeated_columns_or_ragged_rows_is_refused(tmp_path, text, message):
+    # pandas would rename the second `f` to `f.1` and fill the short row with NaN, without a word.
+    path = tmp_path / "ragged.csv"
+    path.write_text(text)
+    error = one_line_error(load_table, str(path), user_column="u", label_column="y")
+    assert error.startswith("--path") and message in error
+
+
+def test_table_with_a_byte_order_mark_keeps_its_first_column(tmp_path):
+    path = tmp_path / "bom.csv"
+    write_table(path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    data = load_table(str(path), user_column="patient", label_column="outcome")
+    assert data.n_users == len(set(pd.read_csv(path, encoding="utf-8-sig")["patient"]))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import gzip
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +43,10 @@ def read_frame(path: str | Path):
                 f"--path: {path} is not a readable Parquet file ({' '.join(str(error).split())})"
             ) from None
     if name.endswith(CSV_SUFFIXES):
+        sep = "\t" if name.endswith(".tsv") else ","
         try:
-            return pd.read_csv(path, sep="\t" if name.endswith(".tsv") else ",")
+            check_csv_shape(path, sep)
+            return pd.read_csv(path, sep=sep, encoding="utf-8-sig")
         except (ValueError, UnicodeDecodeError) as error:
             raise DataError(
                 f"--path: {path} is not a readable CSV file ({' '.join(str(error).split())})"
@@ -51,6 +55,31 @@ def read_frame(path: str | Path):
         f"--path: {path.name} is neither CSV ({', '.join(CSV_SUFFIXES)}) "
         f"nor Parquet ({', '.join(PARQUET_SUFFIXES)})"
     )
+
+
+def check_csv_shape(path: Path, sep: str) -> None:
+    """Refuse what pandas would quietly repair: a header naming a column twice (pandas renames the
+    second `b.1`) and a row with fewer fields than the header (pandas fills it with NaN, which
+    reads as a missing value rather than a broken file). A UTF-8 byte-order mark is dropped, as
+    the budgets reader of `uldp personalize` does, so both readers see the same columns."""
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8-sig", newline="") as handle:
+        rows = csv.reader(handle, delimiter=sep)
+        header = next(rows, None)
+        if not header:
+            raise DataError(f"--path: {path} is empty; expected a header line naming the columns")
+        repeated = sorted({column for column in header if header.count(column) > 1})
+        if repeated:
+            raise DataError(
+                f"--path: {path}: column {repeated[0]!r} appears {header.count(repeated[0])} times in "
+                "the header; give each column one name"
+            )
+        for line, row in enumerate(rows, start=2):
+            if row and len(row) != len(header):
+                raise DataError(
+                    f"--path: {path}: line {line} has {len(row)} fields, the header has "
+                    f"{len(header)}; fix or drop that row"
+                )
 
 
 def _column(frame, column: str, option: str):
