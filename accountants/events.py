@@ -17,6 +17,13 @@ from dataclasses import dataclass
 
 from uldp.errors import InvalidParameter
 
+#: The noise multipliers the accountants compute with. Outside this range sigma**2 or
+#: 1 / (2 sigma**2), multiplied by an order (up to 2**17) and a step count, leaves the double
+#: range (Python's float power raises OverflowError at sigma > 1.3e154) or the epsilon is
+#: infinite; the CLI's own range (uldp.cli.options.NoiseMultiplier) is narrower still.
+SIGMA_MIN = 1e-100
+SIGMA_MAX = 1e100
+
 
 @dataclass(frozen=True)
 class SubsampledGaussian:
@@ -35,6 +42,10 @@ class SubsampledGaussian:
     def __post_init__(self) -> None:
         if not self.sigma > 0:
             raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
+        if not SIGMA_MIN <= self.sigma <= SIGMA_MAX:
+            raise InvalidParameter(
+                f"sigma must be in [{SIGMA_MIN:g}, {SIGMA_MAX:g}] to be accounted, got {self.sigma:g}"
+            )
         if not 0 < self.q <= 1:
             raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
         if self.steps < 0:

@@ -53,6 +53,7 @@ from scipy.stats import binom
 
 from uldp.errors import InvalidParameter
 
+from .group import MAX_PLD_GROUP_K
 from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
 # Grid points per standard deviation of the discretised privacy loss; the relative error of
@@ -88,6 +89,11 @@ def pld_epsilon(
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if k < 1:
         raise InvalidParameter(f"k must be >= 1, got {k}")
+    if k > MAX_PLD_GROUP_K:
+        raise InvalidParameter(
+            f"the PLD group bound serves groups of up to {MAX_PLD_GROUP_K} records, got k = {k}; "
+            "use the 'rdp' or 'normal' group method"
+        )
     if discretization is not None and not discretization > 0:
         raise InvalidParameter(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)

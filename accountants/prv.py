@@ -127,16 +127,28 @@ def _silo_epsilon(
     while (size := next_fast_len(size, real=True)) % 2:
         size += 1
     eps_max = ((size - 2) // 2 - 0.5) * mesh
-    with warnings.catch_warnings():
-        # eps_max is prv-accountant's own safe domain, widened; its "assuming epsilon < eps_max"
-        # warning does not apply.
-        warnings.simplefilter("ignore", UserWarning)
-        accountant = PRVAccountant(
-            prvs=[prv],
-            eps_error=eps_error,
-            delta_error=delta_error,
-            max_self_compositions=[steps],
-            eps_max=eps_max,
-        )
-    _, _, upper = accountant.compute_epsilon(delta, [steps])
+    try:
+        with warnings.catch_warnings():
+            # eps_max is prv-accountant's own safe domain, widened; its "assuming epsilon < eps_max"
+            # warning does not apply.
+            warnings.simplefilter("ignore", UserWarning)
+            accountant = PRVAccountant(
+                prvs=[prv],
+                eps_error=eps_error,
+                delta_error=delta_error,
+                max_self_compositions=[steps],
+                eps_max=eps_max,
+            )
+        _, _, upper = accountant.compute_epsilon(delta, [steps])
+    except RuntimeError as error:
+        if "Discrete mean differs" not in str(error):
+            raise
+        # prv-accountant's own check that its grid resolves the loss: with a small sigma
+        # and a large q the loss is too concentrated for the mesh, and any number it would
+        # give is not a bound. Refuse; the RDP and PLD accountants have no such grid limit.
+        raise InvalidParameter(
+            f"the prv accountant cannot discretise the privacy loss of sigma = "
+            f"{mechanism.sigma:g}, q = {mechanism.q:g} (prv-accountant: discrete mean differs "
+            "from the continuous mean); use --accountant rdp or pld for this mechanism"
+        ) from None
     return float(upper)
