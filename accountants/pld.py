@@ -53,6 +53,7 @@ from scipy.stats import binom
 
 from uldp.errors import InvalidParameter
 
+from .events import check_tight_sigma
 from .group import MAX_PLD_GROUP_K
 from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
@@ -97,6 +98,7 @@ def pld_epsilon(
     if discretization is not None and not discretization > 0:
         raise InvalidParameter(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)
+    check_tight_sigma(silos, "pld")
     if max(silo.steps for silo in silos) > MAX_STEPS:
         raise InvalidParameter(
             f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
@@ -136,6 +138,7 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     parts = [m for m in mechanisms if m.steps > 0]
     if not parts:
         return 0.0
+    check_tight_sigma(parts, "pld")
     if sum(m.steps for m in parts) > MAX_STEPS:
         raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
     discretization = min(_default_discretization(m, (1,)) for m in parts)
