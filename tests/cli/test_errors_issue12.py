@@ -129,9 +129,8 @@ def test_an_unusable_plot_path_is_refused_before_any_work(args: list[str], path:
 
 
 def test_prv_that_cannot_discretise_is_refused_with_the_reason_and_the_alternatives() -> None:
-    line = refused(
-        *["account", "--sigma", "0.1", "--q", "0.5", "--steps", "10", "--accountant", "prv"], naming="prv", within=60
-    )
+    args = ["account", "--sigma", "0.1", "--q", "0.5", "--steps", "10", "--accountant", "prv"]
+    line = refused(*args, naming="prv", within=60)
     assert "use --accountant rdp or pld" in line
 
 
