@@ -104,6 +104,21 @@ def pld_epsilon(
             f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
             "accountant (record level, up to 1e9 steps) or 'rdp'"
         )
+    try:
+        return _silos_epsilon(silos, delta, k, discretization)
+    except OverflowError:
+        # dp-accounting's mixture PLD exponentiates the loss, about k^2 / (2 sigma^2) at the
+        # largest shift: large groups at small sigma leave the double range (k = 65536 at sigma 1).
+        raise InvalidParameter(
+            f"the PLD group bound overflows for k = {k} at sigma = {min(m.sigma for m in silos):g}; "
+            "use the 'rdp' or 'normal' group method"
+        ) from None
+
+
+def _silos_epsilon(
+    silos: tuple[SubsampledGaussian, ...], delta: float, k: int, discretization: float | None
+) -> float:
+    """`pld_epsilon` after its checks: the worst silo (k = 1) or the worst split of k records."""
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
         return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
