@@ -13,7 +13,8 @@ import click
 
 from uldp.accountants.account import account_plan
 from uldp.accountants.assumptions import accounting_assumptions
-from uldp.accountants.calibrate import calibrate, most_steps
+from uldp.accountants.calibrate import SIGMA_RANGE, calibrate, most_steps
+from uldp.accountants.events import TIGHT_SIGMA_MIN
 
 from ..account_plot import draw_calibration_plot
 from ..accounting_options import (
@@ -198,7 +199,16 @@ def command(
 
     with library_errors(), status(fmt, "calibrating") as update:
         if sigma is None:
-            found = calibrate(lambda s: epsilon(s, length), budget, "sigma", progress=counted)
+            # PLD and PRV take sigma >= TIGHT_SIGMA_MIN (their grids fail below it): search
+            # only where the chosen accountant answers.
+            low = max(SIGMA_RANGE[0], TIGHT_SIGMA_MIN) if used != "rdp" else SIGMA_RANGE[0]
+            found = calibrate(
+                lambda s: epsilon(s, length),
+                budget,
+                "sigma",
+                progress=counted,
+                sigma_range=(low, SIGMA_RANGE[1]),
+            )
             sigma_out, steps_out, solved = found.value, length, "sigma"
         else:
             solved = "rounds" if algo else "steps"
