@@ -110,7 +110,15 @@ def calibrate_sigma(
     eps = _Counted(epsilon_of, budget, progress)
     lo, hi = _bracket_sigma(eps, budget, sigma_range)
     if lo is None:
-        return Calibration(hi, epsilon_of(hi), eps.calls + 1)
+        spent = epsilon_of(hi)
+        if spent == 0:
+            # Nothing is released (zero steps or rounds): every sigma "meets" the budget, and
+            # the smallest of the search range is no answer (issue 12).
+            raise InvalidParameter(
+                "epsilon is 0 at every sigma: the run releases nothing (zero steps or rounds), "
+                "so there is no noise to calibrate; give at least one step"
+            )
+        return Calibration(hi, spent, eps.calls + 1)
     return _settle(eps, budget, good=hi, bad=lo, rel_tol=rel_tol, to_safe_side=_round_up)
 
 

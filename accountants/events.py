@@ -13,9 +13,23 @@ for the user-level algorithms), as in ULDP-FL §2.2 and the RDP analysis of the 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from uldp.errors import InvalidParameter
+
+#: The noise multipliers the accountants compute with. Below SIGMA_MIN, 1 / (2 sigma**2) times an
+#: order (up to 2**17) and a step count leaves the double range and epsilon is infinite. Above
+#: SIGMA_MAX the noise is a million times the signal and epsilon ~0; larger values only cost time
+#: (RDP took 25 s at 1e26 and 70 s at 1e100, searching ever larger orders) until sigma**2
+#: overflows at 1.3e154 (OverflowError). The CLI's range (uldp.cli.options) is [1e-6, 1e6].
+SIGMA_MIN = 1e-100
+SIGMA_MAX = 1e6
+#: The smallest sigma the tight accountants (PLD, PRV) take. Below it epsilon is in the hundreds
+#: even for 10 steps, and their grids cannot resolve the loss: at sigma 0.05 PLD took 30 s for 10
+#: steps and 290 s for 1e5, PRV failed ("Cannot compute epsilon"), and at 1e-6 PLD overflowed.
+#: RDP has no such limit.
+TIGHT_SIGMA_MIN = 0.1
 
 
 @dataclass(frozen=True)
@@ -35,6 +49,10 @@ class SubsampledGaussian:
     def __post_init__(self) -> None:
         if not self.sigma > 0:
             raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
+        if not SIGMA_MIN <= self.sigma <= SIGMA_MAX:
+            raise InvalidParameter(
+                f"sigma must be in [{SIGMA_MIN:g}, {SIGMA_MAX:g}] to be accounted, got {self.sigma:g}"
+            )
         if not 0 < self.q <= 1:
             raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
         if self.steps < 0:
@@ -122,3 +140,13 @@ def describe(event: Event) -> str:
         ParallelSilos: "parallel silos",
         KnownParticipation: "a known-participation mixture",
     }[type(event)]
+
+
+def check_tight_sigma(mechanisms: Sequence[SubsampledGaussian], accountant: str) -> None:
+    """InvalidParameter, before any work, for a sigma below what PLD and PRV serve."""
+    smallest = min(m.sigma for m in mechanisms)
+    if smallest < TIGHT_SIGMA_MIN:
+        raise InvalidParameter(
+            f"the {accountant} accountant serves noise multipliers >= {TIGHT_SIGMA_MIN:g}, got "
+            f"sigma = {smallest:g} (its grid cannot resolve a loss that large); use the rdp accountant"
+        )

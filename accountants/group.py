@@ -24,6 +24,11 @@ from .orders import DEFAULT_ORDERS, Orders, OrdersSpec
 from .profile import RdpProfile
 from .rdp import MAX_EXACT_ORDER
 
+#: The largest group the PLD group bound (accountants.pld) serves: it builds a mixture of k + 1
+#: Gaussians per step, whose grid and dp-accounting's inversion of its loss grow with k; at
+#: k = 1e6 it ran out of range after 30 s and 3.7 GB (issue 12). Measured in docs/performance.md.
+MAX_PLD_GROUP_K = 2**14
+
 
 @dataclass(frozen=True)
 class GroupBound:

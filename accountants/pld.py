@@ -53,6 +53,8 @@ from scipy.stats import binom
 
 from uldp.errors import InvalidParameter
 
+from .events import check_tight_sigma
+from .group import MAX_PLD_GROUP_K
 from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
 # Grid points per standard deviation of the discretised privacy loss; the relative error of
@@ -88,14 +90,35 @@ def pld_epsilon(
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if k < 1:
         raise InvalidParameter(f"k must be >= 1, got {k}")
+    if k > MAX_PLD_GROUP_K:
+        raise InvalidParameter(
+            f"the PLD group bound serves groups of up to {MAX_PLD_GROUP_K} records, got k = {k}; "
+            "use the 'rdp' or 'normal' group method"
+        )
     if discretization is not None and not discretization > 0:
         raise InvalidParameter(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)
+    check_tight_sigma(silos, "pld")
     if max(silo.steps for silo in silos) > MAX_STEPS:
         raise InvalidParameter(
             f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
             "accountant (record level, up to 1e9 steps) or 'rdp'"
         )
+    try:
+        return _silos_epsilon(silos, delta, k, discretization)
+    except OverflowError:
+        # dp-accounting's mixture PLD exponentiates the loss, about k^2 / (2 sigma^2) at the
+        # largest shift: large groups at small sigma leave the double range (k = 65536 at sigma 1).
+        raise InvalidParameter(
+            f"the PLD group bound overflows for k = {k} at sigma = {min(m.sigma for m in silos):g}; "
+            "use the 'rdp' or 'normal' group method"
+        ) from None
+
+
+def _silos_epsilon(
+    silos: tuple[SubsampledGaussian, ...], delta: float, k: int, discretization: float | None
+) -> float:
+    """`pld_epsilon` after its checks: the worst silo (k = 1) or the worst split of k records."""
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
         return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
@@ -130,6 +153,7 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     parts = [m for m in mechanisms if m.steps > 0]
     if not parts:
         return 0.0
+    check_tight_sigma(parts, "pld")
     if sum(m.steps for m in parts) > MAX_STEPS:
         raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
     discretization = min(_default_discretization(m, (1,)) for m in parts)

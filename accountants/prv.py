@@ -34,6 +34,7 @@ from scipy.special import ndtr
 
 from uldp.errors import InvalidParameter
 
+from .events import check_tight_sigma
 from .mechanism import Mechanism, SubsampledGaussian, silos_of
 
 DEFAULT_EPS_ERROR = 1e-2
@@ -52,6 +53,7 @@ def prv_epsilon(
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
     if not eps_error > 0:
         raise InvalidParameter(f"eps_error must be > 0, got {eps_error}")
+    check_tight_sigma(silos_of(mechanism), "prv")
     delta_error = delta / 1000 if delta_error is None else delta_error
     if not 0 < delta_error < delta:
         raise InvalidParameter(f"delta_error must be in (0, delta), got {delta_error}")
@@ -127,16 +129,27 @@ def _silo_epsilon(
     while (size := next_fast_len(size, real=True)) % 2:
         size += 1
     eps_max = ((size - 2) // 2 - 0.5) * mesh
-    with warnings.catch_warnings():
-        # eps_max is prv-accountant's own safe domain, widened; its "assuming epsilon < eps_max"
-        # warning does not apply.
-        warnings.simplefilter("ignore", UserWarning)
-        accountant = PRVAccountant(
-            prvs=[prv],
-            eps_error=eps_error,
-            delta_error=delta_error,
-            max_self_compositions=[steps],
-            eps_max=eps_max,
-        )
-    _, _, upper = accountant.compute_epsilon(delta, [steps])
+    try:
+        with warnings.catch_warnings():
+            # eps_max is prv-accountant's own safe domain, widened; its "assuming epsilon < eps_max"
+            # warning does not apply.
+            warnings.simplefilter("ignore", UserWarning)
+            accountant = PRVAccountant(
+                prvs=[prv],
+                eps_error=eps_error,
+                delta_error=delta_error,
+                max_self_compositions=[steps],
+                eps_max=eps_max,
+            )
+        _, _, upper = accountant.compute_epsilon(delta, [steps])
+    except RuntimeError as error:
+        # prv-accountant's own checks that its grid resolves the loss ("Discrete mean differs
+        # from continuous mean significantly", "Cannot compute epsilon"): with a small sigma and
+        # a large q the loss is too concentrated for the mesh, and any number it would give is
+        # not a bound. Refuse; RDP and PLD have no such grid limit.
+        raise InvalidParameter(
+            f"the prv accountant cannot discretise the privacy loss of sigma = "
+            f"{mechanism.sigma:g}, q = {mechanism.q:g} (prv-accountant: {str(error).rstrip('.')}); "
+            "use --accountant rdp or pld for this mechanism"
+        ) from None
     return float(upper)

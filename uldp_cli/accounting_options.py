@@ -14,12 +14,30 @@ import click
 from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
 from uldp.accountants.algorithms import Plan
 from uldp.accountants.conversion import CONVERSIONS
+from uldp.accountants.group import MAX_PLD_GROUP_K
 from uldp.accountants.mechanism import SubsampledGaussian
 from uldp.accountants.orders import Orders
 from uldp.errors import UldpError
-from uldp.trainers.algorithms import plan_algorithm
+from uldp.trainers.algorithms import accounted_names, plan_algorithm
 
-from .options import AlgorithmChoice, AlgorithmOption, Probability, comma_list_option, delta_option
+from .options import (
+    COUNT_MAX,
+    AlgorithmChoice,
+    AlgorithmOption,
+    PositiveInt,
+    Probability,
+    comma_list_option,
+    delta_option,
+)
+
+#: --k: group sizes up to 2^20 records. Lemma 6 doubles the order once per factor of two and the
+#: RDP group bound at 2^20 is already ~1e17 for any useful sigma; the PLD group method stops
+#: earlier (uldp.accountants.group.MAX_PLD_GROUP_K).
+K_MAX = 2**20
+#: --silos: the plans build one mechanism per silo (1e6 took 16 s); cross-silo FL has few silos.
+SILOS_MAX = 10**4
+#: --local-epochs: Q; each silo runs T ceil(Q / gamma) steps.
+LOCAL_EPOCHS_MAX = 10**6
 
 
 class OrdersType(click.ParamType):
@@ -66,10 +84,10 @@ def accounting_options(*, many: bool) -> Callable:
         k_opt = comma_list_option(
             "--k",
             "ks",
-            item_type=click.IntRange(min=1),
+            item_type=PositiveInt(K_MAX),
             default=[1],
             show_default=True,
-            help="Group sizes (repeat or comma list); 1 = one record.",
+            help=f"Group sizes (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.",
         )
         method_opt = comma_list_option(
             "--group-method",
@@ -91,10 +109,10 @@ def accounting_options(*, many: bool) -> Callable:
         k_opt = click.option(
             "--k",
             "k",
-            type=click.IntRange(min=1),
+            type=PositiveInt(K_MAX),
             default=1,
             show_default=True,
-            help="Group size the budget must hold for; 1 = one record.",
+            help=f"Group size the budget must hold for, in [1, {K_MAX}]; 1 = one record.",
         )
         method_opt = click.option(
             "--group-method",
@@ -149,9 +167,9 @@ def algorithm_options(*, many: bool) -> Callable:
                 algo,
                 click.option(
                     "--rounds",
-                    type=click.IntRange(min=0),
+                    type=PositiveInt(COUNT_MAX),
                     default=None,
-                    help="Training rounds T (with --algo).",
+                    help="Training rounds T (with --algo), in [1, 1e12].",
                 ),
                 click.option(
                     "--user-q",
@@ -161,19 +179,22 @@ def algorithm_options(*, many: bool) -> Callable:
                     help="User-level Poisson sampling rate per round (Algorithm 4).",
                 ),
                 click.option(
-                    "--silos", type=click.IntRange(min=1), default=None, help="Number of silos |S|."
+                    "--silos",
+                    type=PositiveInt(SILOS_MAX),
+                    default=None,
+                    help=f"Number of silos |S|, in [1, {SILOS_MAX:.0e}] (with --algo).",
                 ),
                 comma_list_option(
                     "--silo-sizes",
-                    item_type=click.IntRange(min=1),
+                    item_type=PositiveInt(COUNT_MAX),
                     default=None,
-                    help="Records per silo (comma list), for --batch-size.",
+                    help="uldp-group: records per silo (comma list, each in [1, 1e12]), for --batch-size.",
                 ),
                 click.option(
                     "--batch-size",
-                    type=click.IntRange(min=1),
+                    type=PositiveInt(COUNT_MAX),
                     default=None,
-                    help="uldp-group: DP-SGD batch size (sampling rate = batch / silo size).",
+                    help="uldp-group: DP-SGD batch size (sampling rate = batch / silo size), in [1, 1e12].",
                 ),
                 click.option(
                     "--record-q",
@@ -183,10 +204,10 @@ def algorithm_options(*, many: bool) -> Callable:
                 ),
                 click.option(
                     "--local-epochs",
-                    type=click.IntRange(min=1),
+                    type=PositiveInt(LOCAL_EPOCHS_MAX),
                     default=1,
                     show_default=True,
-                    help="Local epochs Q per round.",
+                    help=f"uldp-group: local epochs Q per round, in [1, {LOCAL_EPOCHS_MAX:.0e}].",
                 ),
             ]
         ):
@@ -262,3 +283,73 @@ method_labels = {
 
 def expand_methods(methods: list[str]) -> list[str]:
     return list(dict.fromkeys(_expand_all(methods)))
+
+
+# The options each kind of plan reads (ULDP-FL §3): a bare mechanism its --q and --steps and the
+# group options; ULDP-GROUP-k its DP-SGD sampling (Theorem 2); the other algorithms T rounds of
+# a user-sampled Gaussian (Theorems 1 and 3; --silos only names |S| in the assumptions).
+_MECHANISM_OPTIONS = frozenset({"--q", "--steps", "--k", "--group-method"})
+_GROUP_ALGORITHM_OPTIONS = frozenset(
+    {
+        "--rounds",
+        "--silos",
+        "--silo-sizes",
+        "--batch-size",
+        "--record-q",
+        "--local-epochs",
+        "--k",
+        "--group-method",
+    }
+)
+_USER_ALGORITHM_OPTIONS = frozenset({"--rounds", "--user-q", "--silos"})
+_CHECKED = _MECHANISM_OPTIONS | _GROUP_ALGORITHM_OPTIONS | _USER_ALGORITHM_OPTIONS
+_USER_SOURCES = (
+    click.core.ParameterSource.COMMANDLINE,
+    click.core.ParameterSource.ENVIRONMENT,
+    click.core.ParameterSource.DEFAULT_MAP,  # a --config file: the user's values too
+)
+
+
+def used_options(algo: str | None) -> frozenset[str]:
+    """The plan options that `algo` (None: the bare mechanism) reads."""
+    if algo is None:
+        return _MECHANISM_OPTIONS
+    return _GROUP_ALGORITHM_OPTIONS if algo == "uldp-group" else _USER_ALGORITHM_OPTIONS
+
+
+def refuse_unused(ctx: click.Context, algos: list[str | None], *, group: bool) -> None:
+    """BadParameter naming the first plan option the user set that none of `algos` reads.
+
+    A value that changes nothing is a mistake the user should hear about (issue 12): `--record-q`
+    with uldp-avg, `--rounds` without --algo, `--group-method` without a --k above 1. Defaults are
+    not the user's and pass; values from the command line, the environment or --config do not.
+    """
+    used = frozenset().union(*(used_options(a) for a in algos))
+    if not group:
+        used -= {"--group-method"}
+    for param in ctx.command.params:
+        flag = param.opts[0]
+        if flag not in _CHECKED or flag in used or param.name is None:
+            continue
+        if ctx.get_parameter_source(param.name) not in _USER_SOURCES:
+            continue
+        if flag == "--group-method" and any(flag in used_options(a) for a in algos):
+            reason = "only matters for groups; give --k above 1 or drop it"
+        else:
+            readers = [a for a in accounted_names() if flag in used_options(a)]
+            if flag in _MECHANISM_OPTIONS:
+                readers = ["a bare mechanism (no --algo)", *readers]
+            chosen = "without --algo" if algos == [None] else "by " + ", ".join(str(a) for a in algos)
+            reason = f"not used {chosen} (only by {', '.join(readers)}); drop it"
+        raise click.BadParameter(reason, ctx=ctx, param_hint=f"'{flag}'")
+
+
+def check_group_sizes(ks: list[int], methods: list[str]) -> None:
+    """Refuse, before any work, a --k the PLD group method cannot serve (it builds a mixture of
+    k + 1 Gaussians per step, time and memory growing with k)."""
+    if "pld" in methods and max(ks) > MAX_PLD_GROUP_K:
+        raise click.BadParameter(
+            f"{max(ks)} is above the largest group the pld group method serves, {MAX_PLD_GROUP_K}; "
+            "use --group-method rdp or normal for larger groups",
+            param_hint="'--k'",
+        )

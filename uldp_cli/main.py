@@ -12,6 +12,7 @@ import importlib.util
 import itertools
 import os
 import sys
+import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -90,7 +91,20 @@ class LazyGroup(click.Group):
         return command.get_short_help_str() if command is not None else ""
 
     def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
-        """Like click's, but bad input is reported as exactly one `Error: ...` line (exit 2)."""
+        """Like click's, but bad input is reported as exactly one `Error: ...` line (exit 2).
+
+        Python and numpy warnings are silenced for the whole command: the library handles every
+        overflow it expects (np.errstate) and refuses values that give no finite result, so a
+        warning that is left can only be a numpy RuntimeWarning about an intermediate inf that
+        was handled, a page of text the user can do nothing about (issue 12). The filter is
+        restored on return, so a caller that runs the CLI in-process (tests) keeps its own.
+        """
+        with warnings.catch_warnings():
+            if not os.environ.get("ULDP_DEBUG"):  # a developer chasing a warning still sees it
+                warnings.simplefilter("ignore")
+            return self._main(*args, standalone_mode=standalone_mode, **kwargs)
+
+    def _main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         try:

@@ -78,6 +78,33 @@ class PositiveFloat(Interval):
         super().__init__(0.0, high, high_open=math.isinf(high))
 
 
+#: --sigma (and dropout's z): a noise multiplier in [1e-6, 1e6]. Below, epsilon is beyond any
+#: meaningful value (already 5e16 at 1e-8) and at about 1e-150 the accountants' 1 / (2 sigma^2)
+#: times an order is infinite; above, the noise is a million times the signal, epsilon is ~0, and
+#: at 1.3e154 sigma**2 overflows. Both ends are far outside any run worth accounting.
+SIGMA_MIN, SIGMA_MAX = 1e-6, 1e6
+#: --epsilon as a budget: [1e-6, 1e6]. Smaller budgets need a sigma beyond SIGMA_MAX; larger
+#: ones bound nothing (e^epsilon overflows long before 1e6).
+EPSILON_MIN, EPSILON_MAX = 1e-6, 1e6
+#: A count of releases (steps, rounds): at least one (zero releases spend nothing and calibrate
+#: nothing) and at most 1e12, far beyond any run (the PLD and PRV accountants stop earlier).
+COUNT_MAX = 10**12
+
+
+class NoiseMultiplier(Interval):
+    """--sigma: a float in [SIGMA_MIN, SIGMA_MAX]."""
+
+    def __init__(self) -> None:
+        super().__init__(SIGMA_MIN, SIGMA_MAX, low_open=False, high_open=False)
+
+
+class EpsilonBudget(Interval):
+    """--epsilon as a budget: a float in [EPSILON_MIN, EPSILON_MAX]."""
+
+    def __init__(self) -> None:
+        super().__init__(EPSILON_MIN, EPSILON_MAX, low_open=False, high_open=False)
+
+
 class Probability(Interval):
     """A float in (0, 1]: a sampling rate, where 1 means every user or record."""
 

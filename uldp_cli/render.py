@@ -24,6 +24,10 @@ if TYPE_CHECKING:
 FORMATS = ("table", "json", "csv")
 
 NON_FINITE_NOTE = "non-finite numbers (inf, nan) are written as null"
+#: How the table shows a non-finite float. An infinite epsilon is a true statement (no finite
+#: bound at that delta), but the token `inf` reads as a number a script or a person may compute
+#: with; the words say what it means (issue 12: no non-finite number is printed as a result).
+UNBOUNDED, UNDEFINED = "unbounded", "undefined"
 
 
 def emit(
@@ -41,14 +45,15 @@ def emit(
     `columns` are (row key, header) pairs in display order.
 
     - table: a rich table titled `title`, then an "Assumptions" block (`key: value` lines) and
-      the notes. Floats get 4 significant digits, None shows as `-`.
+      the notes. Floats get 4 significant digits, None shows as `-`, an infinite value as
+      `unbounded` and nan as `undefined`.
     - json: exactly one JSON document: `document` if given, else
       `{"results": rows, "assumptions": assumptions, "notes": notes}` (rows keep all their
       keys). JSON has no infinity, and an epsilon can be infinite (no bound at that delta), so
       inf and nan are written as `null`; in the default document a note then says so.
-    - csv: a header of the column keys, then one line per row; floats at full precision
-      (`inf` as Python writes it), None as an empty field. Assumptions and notes are left out
-      so the output stays one rectangular table.
+    - csv: a header of the column keys, then one line per row; floats at full precision,
+      None and non-finite floats as an empty field (as JSON's null). Assumptions and notes are
+      left out so the output stays one rectangular table.
     """
     if fmt == "table":
         _emit_table(title, columns, rows, assumptions or {}, notes or [])
@@ -74,7 +79,9 @@ def format_cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}" if math.isfinite(value) else str(value)
+        if math.isfinite(value):
+            return f"{value:.4g}"
+        return UNDEFINED if math.isnan(value) else ("-" if value < 0 else "") + UNBOUNDED
     if isinstance(value, (list, tuple)):
         return ", ".join(format_cell(item) for item in value)
     return str(value)
@@ -125,7 +132,7 @@ def _print_indented(console: Console, line: str) -> None:
 
 
 def _csv_field(value: Any) -> Any:
-    if value is None:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
         return ""
     if isinstance(value, (list, tuple)):
         return ";".join(str(_csv_field(item)) for item in value)

@@ -39,7 +39,7 @@ def test_csv_has_header_and_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert lines == [
         ["k", "epsilon", "method"],
         ["1", "1.234567", "record level"],
-        ["4", "inf", "[Lemma 6]"],
+        ["4", "", "[Lemma 6]"],  # no finite bound: an empty field, as JSON's null
         ["8", "", "Lemma 5"],
     ]
 
@@ -55,7 +55,7 @@ def test_table_shows_title_headers_values_assumptions_notes(
         "Epsilon",
         "Method",
         "1.235",
-        "inf",
+        "unbounded",
         "[Lemma 6]",
         "Assumptions",
         "delta: 1e-05",
@@ -73,7 +73,9 @@ def test_table_shows_title_headers_values_assumptions_notes(
         (1.234567, "1.235"),
         (0.000123456, "0.0001235"),
         (100.0, "100"),
-        (math.inf, "inf"),
+        (math.inf, "unbounded"),
+        (-math.inf, "-unbounded"),
+        (math.nan, "undefined"),
         (3, "3"),
         (True, "yes"),
         ([1, 2.5], "1, 2.5"),

@@ -13,12 +13,14 @@ from ..accounting_options import (
     accounting_options,
     algorithm_options,
     build_plan,
+    check_group_sizes,
     expand_methods,
     method_labels,
+    refuse_unused,
 )
 from ..config import config_option
 from ..errors import library_errors
-from ..options import OutputFile, PositiveFloat, Probability, format_option
+from ..options import COUNT_MAX, NoiseMultiplier, OutputFile, PositiveInt, Probability, format_option
 from ..progress import status
 from ..render import emit
 
@@ -49,9 +51,9 @@ CSV_FIELDS = [
 
 
 @click.command("account")
-@click.option("--sigma", type=PositiveFloat(), required=True, help="Noise multiplier (> 0).")
+@click.option("--sigma", type=NoiseMultiplier(), required=True, help="Noise multiplier, in [1e-6, 1e6].")
 @click.option("--q", type=Probability(), default=None, help="Poisson sampling rate per step, in (0, 1].")
-@click.option("--steps", type=click.IntRange(min=0), default=None, help="Number of steps T.")
+@click.option("--steps", type=PositiveInt(COUNT_MAX), default=None, help="Number of steps T, in [1, 1e12].")
 @accounting_options(many=True)
 @algorithm_options(many=True)
 @click.option(
@@ -93,6 +95,8 @@ def command(
     """
     methods = expand_methods(methods)
     accountants = list(dict.fromkeys(accountants))
+    refuse_unused(click.get_current_context(), algos or [None], group=any(k > 1 for k in ks))
+    check_group_sizes(ks, methods)
     if plot is not None and not any(k > 1 for k in ks):
         raise click.BadParameter(
             "draws epsilon against the group size: give --k with values > 1", param_hint="'--plot'"

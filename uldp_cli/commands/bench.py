@@ -11,7 +11,7 @@ from uldp.errors import UldpError
 
 from ..config import config_option
 from ..errors import library_errors
-from ..options import OutputFile, PositiveFloat, PositiveInt, comma_list_option, format_option
+from ..options import Interval, OutputFile, PositiveInt, comma_list_option, format_option
 from ..progress import progress_bar
 from ..render import emit
 
@@ -37,6 +37,24 @@ PHASE_LABELS = {
 }
 
 
+# Ceilings of the options (issue 12): each refuses at parse time what the benchmark cannot serve.
+#: d and |U|: each silo holds |U| d Paillier ciphertexts (~768 bytes each at 3072 bits), so their
+#: product is capped too (CIPHERTEXTS_MAX, about 0.8 GB).
+PARAMS_MAX, USERS_MAX, CIPHERTEXTS_MAX = 10**5, 10**4, 10**6
+#: |S|: one Paillier-encrypted weighting per silo per round.
+SILOS_MAX = 1000
+#: λ: key generation time grows as λ^4; 16384 bits takes minutes and is beyond any standard.
+KEY_BITS_MAX = 16384
+ROUNDS_MAX = 10**4
+#: P: values up to 1e10 are encoded as round(v / P), which must be a finite double (P >= 1e-100
+#: keeps it below 1e110); P > 1 would round every clipped delta in [-1, 1] to 0 or +-1.
+PRECISION_MIN, PRECISION_MAX = 1e-100, 1.0
+#: N_max: the encoding multiplies by lcm(1..N_max), ~1.44 N_max bits; even a 16384-bit key
+#: holds it only up to about 1e4.
+N_MAX_MAX = 10**4
+WORKERS_MAX = 1024
+
+
 @click.group("bench")
 def command() -> None:
     """Benchmarks: the cost of the private weighting protocol."""
@@ -45,48 +63,54 @@ def command() -> None:
 @command.command("protocol")
 @comma_list_option(
     "--params",
-    item_type=PositiveInt(),
+    item_type=PositiveInt(PARAMS_MAX),
     default=["16"],
     show_default=True,
-    help="Model sizes d to time (comma list; Fig. 11 top sweeps 16..107).",
+    help="Model sizes d to time (comma list, each in [1, 1e5]; Fig. 11 top sweeps 16..107).",
 )
 @comma_list_option(
     "--users",
-    item_type=PositiveInt(),
+    item_type=PositiveInt(USERS_MAX),
     default=["20"],
     show_default=True,
-    help="Numbers of users |U| to time (comma list; Fig. 11 bottom sweeps 10..40).",
+    help="Numbers of users |U| to time (comma list, each in [1, 1e4]; Fig. 11 bottom sweeps 10..40).",
 )
-@click.option("--silos", type=PositiveInt(), default=3, show_default=True, help="Number of silos |S|.")
+@click.option(
+    "--silos",
+    type=PositiveInt(SILOS_MAX),
+    default=3,
+    show_default=True,
+    help="Number of silos |S|, in [1, 1000].",
+)
 @click.option(
     "--key-bits",
-    type=PositiveInt(),
+    type=PositiveInt(KEY_BITS_MAX),
     default=3072,
     show_default=True,
-    help="Paillier modulus size λ; >= 2048 unless --test-keys.",
+    help="Paillier modulus size λ, even, at most 16384; >= 2048 unless --test-keys.",
 )
 @click.option(
     "--test-keys", is_flag=True, help="Allow --key-bits below 2048. INSECURE: for tests and quick looks only."
 )
 @click.option(
     "--rounds",
-    type=PositiveInt(),
+    type=PositiveInt(ROUNDS_MAX),
     default=1,
     show_default=True,
-    help="Weighting rounds per run (round phases are averaged).",
+    help="Weighting rounds per run (round phases are averaged), in [1, 1e4].",
 )
 @click.option(
     "--precision",
-    type=PositiveFloat(),
+    type=Interval(PRECISION_MIN, PRECISION_MAX, low_open=False, high_open=False),
     default=1e-10,
     show_default=True,
-    help="Encoding precision P (Algorithm 5).",
+    help="Encoding precision P (Algorithm 5), in [1e-100, 1].",
 )
 @click.option(
     "--n-max",
-    type=PositiveInt(),
+    type=PositiveInt(N_MAX_MAX),
     default=None,
-    help="N_max, the most records per user; default: the largest <= 2000 the key holds.",
+    help="N_max, the most records per user, in [1, 1e4]; default: the largest <= 2000 the key holds.",
 )
 @click.option(
     "--compare-straightforward",
@@ -95,9 +119,9 @@ def command() -> None:
 )
 @click.option(
     "--workers",
-    type=PositiveInt(),
+    type=PositiveInt(WORKERS_MAX),
     default=None,
-    help="Processes for the fast silo weighting [default: one per core].",
+    help="Processes for the fast silo weighting, in [1, 1024] [default: one per core].",
 )
 @click.option(
     "--plot", type=OutputFile(), default=None, help="Write a PNG of seconds against params and users."
@@ -142,6 +166,13 @@ def protocol(
         check_key_bits(key_bits, test_keys=test_keys)
     except UldpError as error:
         raise click.BadParameter(str(error), param_hint="'--key-bits'") from error
+    if max(params) * max(users) > CIPHERTEXTS_MAX:
+        raise click.BadParameter(
+            f"d = {max(params)} with |U| = {max(users)} needs {max(params) * max(users):.1e} "
+            f"ciphertexts per silo, above the {CIPHERTEXTS_MAX:.0e} this benchmark holds in memory; "
+            "lower --params or --users",
+            param_hint="'--params'",
+        )
     grid = [(d, u) for u in dict.fromkeys(users) for d in dict.fromkeys(params)]
     with library_errors():
         for _d, u in grid:  # refuse an encoding the key cannot hold before any key is made

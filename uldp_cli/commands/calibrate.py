@@ -13,13 +13,28 @@ import click
 
 from uldp.accountants.account import account_plan
 from uldp.accountants.assumptions import accounting_assumptions
-from uldp.accountants.calibrate import calibrate, most_steps
+from uldp.accountants.calibrate import SIGMA_RANGE, calibrate, most_steps
+from uldp.accountants.events import TIGHT_SIGMA_MIN
 
 from ..account_plot import draw_calibration_plot
-from ..accounting_options import accounting_options, algorithm_options, build_plan
+from ..accounting_options import (
+    accounting_options,
+    algorithm_options,
+    build_plan,
+    check_group_sizes,
+    refuse_unused,
+)
 from ..config import config_option
 from ..errors import library_errors
-from ..options import OutputFile, PositiveFloat, Probability, format_option
+from ..options import (
+    COUNT_MAX,
+    EpsilonBudget,
+    NoiseMultiplier,
+    OutputFile,
+    PositiveInt,
+    Probability,
+    format_option,
+)
 from ..progress import status
 from ..render import emit
 
@@ -42,10 +57,16 @@ VIEWS = ("model", "server")
 
 
 @click.command("calibrate")
-@click.option("--epsilon", "budget", type=PositiveFloat(), required=True, help="Epsilon budget (> 0).")
+@click.option(
+    "--epsilon", "budget", type=EpsilonBudget(), required=True, help="Epsilon budget, in [1e-6, 1e6]."
+)
 @click.option("--q", type=Probability(), default=None, help="Poisson sampling rate per step, in (0, 1].")
-@click.option("--steps", type=click.IntRange(min=1), default=None, help="Steps T: solve for sigma.")
-@click.option("--sigma", type=PositiveFloat(), default=None, help="Noise multiplier: solve for steps.")
+@click.option(
+    "--steps", type=PositiveInt(COUNT_MAX), default=None, help="Steps T, in [1, 1e12]: solve for sigma."
+)
+@click.option(
+    "--sigma", type=NoiseMultiplier(), default=None, help="Noise multiplier, in [1e-6, 1e6]: solve for steps."
+)
 @accounting_options(many=False)
 @algorithm_options(many=False)
 @click.option(
@@ -95,6 +116,8 @@ def command(
       uldp calibrate --epsilon 3 --q 0.01 --sigma 5               # solve for steps
       uldp calibrate --epsilon 2 --algo uldp-avg --user-q 0.5 --rounds 100
     """
+    refuse_unused(click.get_current_context(), [algo], group=k > 1)
+    check_group_sizes([k], [method])
     length = rounds if algo else steps
     if (length is None) == (sigma is None):
         raise click.UsageError(
@@ -176,7 +199,16 @@ def command(
 
     with library_errors(), status(fmt, "calibrating") as update:
         if sigma is None:
-            found = calibrate(lambda s: epsilon(s, length), budget, "sigma", progress=counted)
+            # PLD and PRV take sigma >= TIGHT_SIGMA_MIN (their grids fail below it): search
+            # only where the chosen accountant answers.
+            low = max(SIGMA_RANGE[0], TIGHT_SIGMA_MIN) if used != "rdp" else SIGMA_RANGE[0]
+            found = calibrate(
+                lambda s: epsilon(s, length),
+                budget,
+                "sigma",
+                progress=counted,
+                sigma_range=(low, SIGMA_RANGE[1]),
+            )
             sigma_out, steps_out, solved = found.value, length, "sigma"
         else:
             solved = "rounds" if algo else "steps"

@@ -17,7 +17,10 @@ from ..config import config_option
 from ..dropout_plot import draw_dropout_plot
 from ..errors import library_errors
 from ..options import (
+    COUNT_MAX,
+    EpsilonBudget,
     Interval,
+    NoiseMultiplier,
     OutputFile,
     PositiveFloat,
     PositiveInt,
@@ -56,14 +59,24 @@ CSV_FIELDS = [
 ]
 
 
+#: --participants, --min-weight-sum, --colluding: n and weight sums up to 1e6 participants a round.
+#: The worst-case dropout is found over one weight per participant (1e9 took 215 s and 23 GB).
+PARTICIPANTS_MAX = 10**6
+#: --examples, --n-max: example counts.
+EXAMPLES_MAX = 10**12
+#: --clip: C enters the calibration noise variance as z^2 C^2; a bound above 1e6 (in units of
+#: the update norm) clips nothing.
+CLIP_MAX = 1e6
+
+
 @click.command("dropout")
 @click.option(
     "--sigma",
     cls=AliasedOption,
     aliases=("--z",),
-    type=PositiveFloat(),
+    type=NoiseMultiplier(),
     required=True,
-    help="Noise multiplier (z in the paper), > 0.",
+    help="Noise multiplier (z in the paper), in [1e-6, 1e6].",
 )
 @click.option(
     "--user-q",
@@ -81,52 +94,61 @@ CSV_FIELDS = [
     help="Dropout rate(s): fraction of the sampled participants lost, in [0, 1).",
 )
 @comma_list_option(
-    "--rounds", "rounds", item_type=PositiveInt(), default=None, help="Round count(s) T to account."
+    "--rounds",
+    "rounds",
+    item_type=PositiveInt(COUNT_MAX),
+    default=None,
+    help="Round count(s) T to account, each in [1, 1e12].",
 )
 @comma_list_option(
     "--epsilon",
     "epsilons",
     cls=AliasedOption,
     aliases=("--budget",),
-    item_type=PositiveFloat(),
+    item_type=EpsilonBudget(),
     default=None,
-    help="Epsilon budget(s): report the most rounds within each.",
+    help="Epsilon budget(s), each in [1e-6, 1e6]: report the most rounds within each.",
 )
 @click.option(
     "--participants",
-    type=PositiveInt(),
+    type=PositiveInt(PARTICIPANTS_MAX),
     default=None,
-    help="Participants sampled per round, all of weight 1 (n in the paper).",
+    help="Participants sampled per round, all of weight 1 (n in the paper), in [1, 1e6].",
 )
 @comma_list_option(
     "--examples",
     "examples",
-    item_type=PositiveInt(),
+    item_type=PositiveInt(EXAMPLES_MAX),
     default=None,
-    help="Examples n_i of each sampled participant (weights w_i = min(n_i/n_max, 1)).",
+    help="Examples n_i of each sampled participant (weights w_i = min(n_i/n_max, 1)), each in [1, 1e12].",
 )
-@click.option("--n-max", type=PositiveInt(), default=None, help="Example limit n_max for --examples.")
+@click.option(
+    "--n-max",
+    type=PositiveInt(EXAMPLES_MAX),
+    default=None,
+    help="Example limit n_max for --examples, in [1, 1e12].",
+)
 @click.option(
     "--min-weight-sum",
     "n0",
-    type=PositiveFloat(),
+    type=PositiveFloat(PARTICIPANTS_MAX),
     default=None,
-    help="n_0 of Algorithm 3: first noise shares drawn for weight sum n_0 <= n.",
+    help="n_0 of Algorithm 3: first noise shares drawn for weight sum n_0 <= n (at most 1e6).",
 )
 @click.option(
     "--colluding",
     "coalition",
-    type=PositiveFloat(),
+    type=PositiveFloat(PARTICIPANTS_MAX),
     default=None,
-    help="Weight sum k of colluding surviving participants: adds their view "
+    help="Weight sum k of colluding surviving participants (at most 1e6): adds their view "
     "(multiplier z sqrt((n'-k)/n'), no sampling amplification).",
 )
 @click.option(
     "--clip",
-    type=PositiveFloat(),
+    type=PositiveFloat(CLIP_MAX),
     default=1.0,
     show_default=True,
-    help="Clipping bound C, for the calibration noise variance.",
+    help="Clipping bound C, for the calibration noise variance, in (0, 1e6].",
 )
 @click.option(
     "--paper/--no-paper",

@@ -23,7 +23,17 @@ from uldp.accountants.subject_assumptions import subject_assumptions
 from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors
-from ..options import OutputFile, PositiveFloat, PositiveInt, Probability, comma_list_option, format_option
+from ..options import (
+    COUNT_MAX,
+    EpsilonBudget,
+    Interval,
+    NoiseMultiplier,
+    OutputFile,
+    PositiveInt,
+    Probability,
+    comma_list_option,
+    format_option,
+)
 from ..progress import status
 from ..render import emit
 from ..subject_plot import draw_subject_plot
@@ -45,11 +55,36 @@ GROUP_COLUMNS = [
 SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federation_epsilon"]
 
 
+#: --members, --per-round, --subject-members: the items are spread over the members in arrays of
+#: N + 1 entries, and a federation of more than a million members is out of this tool's scope.
+MEMBERS_MAX = 10**6
+#: --local-steps: T mini-batches per round; R T steps are composed.
+LOCAL_STEPS_MAX = 10**6
+#: --k, --items-per-member, --subject-items: group sizes (a subject's items at a member); the
+#: group bound at 2^20 items is already far beyond any meaningful epsilon.
+ITEMS_MAX = 2**20
+#: --alpha: the power distribution x^alpha; outside [1e-3, 1e3] every item lands on one member.
+ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
+
+
 @click.command("subject")
-@click.option("--members", "n_members", type=PositiveInt(), required=True, help="Federation members N.")
-@click.option("--per-round", type=PositiveInt(), required=True, help="Members s selected per round (s <= N).")
-@click.option("--rounds", type=PositiveInt(), required=True, help="Training rounds R.")
-@click.option("--local-steps", type=PositiveInt(), required=True, help="Local mini-batches T per round.")
+@click.option(
+    "--members",
+    "n_members",
+    type=PositiveInt(MEMBERS_MAX),
+    required=True,
+    help="Federation members N, in [1, 1e6].",
+)
+@click.option(
+    "--per-round", type=PositiveInt(MEMBERS_MAX), required=True, help="Members s selected per round (s <= N)."
+)
+@click.option("--rounds", type=PositiveInt(COUNT_MAX), required=True, help="Training rounds R, in [1, 1e12].")
+@click.option(
+    "--local-steps",
+    type=PositiveInt(LOCAL_STEPS_MAX),
+    required=True,
+    help="Local mini-batches T per round, in [1, 1e6].",
+)
 @click.option(
     "--record-q",
     "q",
@@ -61,44 +96,44 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
 )
 @click.option(
     "--sigma",
-    type=PositiveFloat(),
+    type=NoiseMultiplier(),
     required=True,
-    help="Noise multiplier, relative to the per-mini-batch subject sensitivity C.",
+    help="Noise multiplier, relative to the per-mini-batch subject sensitivity C, in [1e-6, 1e6].",
 )
 @click.option(
     "--epsilon",
     "budget",
-    type=PositiveFloat(),
+    type=EpsilonBudget(),
     default=None,
-    help="Budget E: the most rounds within it, and LocalGroupDP's target with --k.",
+    help="Budget E, in [1e-6, 1e6]: the most rounds within it, and LocalGroupDP's target with --k.",
 )
 @comma_list_option(
     "--k",
     "group_sizes",
     cls=AliasedOption,
     aliases=("--group-sizes",),
-    item_type=PositiveInt(),
+    item_type=PositiveInt(ITEMS_MAX),
     default=None,
-    help="LocalGroupDP group sizes Z (most items of one subject at a member).",
+    help="LocalGroupDP group sizes Z (most items of one subject at a member), each in [1, 2^20].",
 )
 @click.option(
     "--subject-members",
-    type=PositiveInt(),
+    type=PositiveInt(MEMBERS_MAX),
     default=None,
-    help="Members holding the subject's items (default N: every member, one item each).",
+    help="Members holding the subject's items (default N: every member, one item each), <= N.",
 )
 @click.option(
     "--items-per-member",
-    type=PositiveInt(),
+    type=PositiveInt(ITEMS_MAX),
     default=1,
     show_default=True,
-    help="Items of the subject at each member holding it.",
+    help="Items of the subject at each member holding it, in [1, 2^20].",
 )
 @click.option(
     "--subject-items",
-    type=PositiveInt(),
+    type=PositiveInt(ITEMS_MAX),
     default=None,
-    help="The subject's items in all, spread over the N members by --distribution.",
+    help="The subject's items in all, in [1, 2^20], spread over the N members by --distribution.",
 )
 @click.option(
     "--distribution",
@@ -107,7 +142,12 @@ SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federatio
     show_default=True,
     help="How --subject-items spread over members: uniform or power (x^alpha, §4.2).",
 )
-@click.option("--alpha", type=PositiveFloat(), default=None, help="Power distribution parameter alpha (> 0).")
+@click.option(
+    "--alpha",
+    type=Interval(ALPHA_MIN, ALPHA_MAX, low_open=False, high_open=False),
+    default=None,
+    help="Power distribution parameter alpha, in [0.001, 1000].",
+)
 @click.option(
     "--holdings",
     type=click.Path(exists=True, dir_okay=False, path_type=Path),

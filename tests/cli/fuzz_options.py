@@ -1,0 +1,82 @@
+"""Which options of a command the fuzz tests throw values at, and which values (issue 12).
+
+The numeric options are read from the Click command itself, so an option added later is fuzzed
+without anyone listing it; each command's fuzz test (tests/cli/test_fuzz_*.py) maps every one of
+them to a cheap base command line and fails for an option it has no base line for.
+"""
+
+from __future__ import annotations
+
+import math
+
+import click
+
+from uldp.cli.accounting_options import OrdersType
+from uldp.cli.main import cli
+from uldp.cli.options import CommaList, Interval, PositiveInt
+
+from .fuzz import HOSTILE_VALUES
+
+_NUMERIC = (Interval, PositiveInt, click.types.IntParamType, click.types.FloatParamType, OrdersType)
+
+
+def command_named(*path: str) -> click.Command:
+    """The Click command `uldp PATH...` (e.g. "bench", "protocol")."""
+    command: click.Command = cli
+    for name in path:
+        assert isinstance(command, click.Group)
+        found = command.get_command(click.Context(command), name)
+        assert found is not None, name
+        command = found
+    return command
+
+
+def _item_type(param: click.Parameter) -> click.ParamType:
+    return param.type.item_type if isinstance(param.type, CommaList) else param.type
+
+
+def numeric_options(command: click.Command) -> list[str]:
+    """The long name of every option of `command` that takes a number (or a list of numbers)."""
+    return [
+        param.opts[0]
+        for param in command.params
+        if isinstance(param, click.Option) and not param.is_flag and isinstance(_item_type(param), _NUMERIC)
+    ]
+
+
+def _shown(number: float) -> str:
+    return repr(int(number)) if float(number).is_integer() and abs(number) < 2**63 else repr(number)
+
+
+def limit_values(command: click.Command, option: str) -> list[str]:
+    """The values at and just beyond each end of the option's own range."""
+    param = next(p for p in command.params if p.opts[0] == option)
+    kind = _item_type(param)
+    if isinstance(kind, Interval):
+        values: list[float] = []
+        for end in (kind.low, kind.high):
+            if math.isfinite(end):
+                values += [end, math.nextafter(end, -math.inf), math.nextafter(end, math.inf)]
+        return [_shown(v) if v != 0 else "0" for v in values]
+    if isinstance(kind, PositiveInt):
+        return ["0", "1", str(kind.high), str(kind.high + 1)]
+    if isinstance(kind, click.IntRange):
+        ends = [e for e in (kind.min, kind.max) if e is not None]
+        return [str(v) for e in ends for v in (e - 1, e, e + 1)]
+    if isinstance(kind, OrdersType):
+        return ["1", "1.0000001", "1000000", "1000001", "2,3,,4", "default"]
+    return []
+
+
+def fuzz_values(command: click.Command, option: str) -> list[str]:
+    """HOSTILE_VALUES and the option's limit neighbours, without repeats."""
+    return list(dict.fromkeys([*HOSTILE_VALUES, *limit_values(command, option)]))
+
+
+def with_value(base: list[str], option: str, value: str) -> list[str]:
+    """`base` with `option` set to `value` (replacing the base's own value of it, if any)."""
+    args = list(base)
+    if option in args:
+        args[args.index(option) + 1] = value
+        return args
+    return [*args, option, value]

@@ -1,0 +1,64 @@
+"""`uldp bench protocol` keeps the issue-12 contract for every value of every numeric option."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from uldp.cli.options import PositiveInt
+
+from .fuzz import assert_contract, run
+from .fuzz_options import command_named, fuzz_values, numeric_options, with_value
+
+COMMAND = command_named("bench", "protocol")
+#: A 512-bit test key, two users, two silos, two parameters: a run takes a fraction of a second.
+BASE = [
+    "bench",
+    "protocol",
+    "--key-bits",
+    "512",
+    "--test-keys",
+    "--params",
+    "2",
+    "--users",
+    "2",
+    "--silos",
+    "2",
+]
+#: The cheap command line each numeric option is fuzzed on: one where the option is used.
+BASES = {
+    "--params": BASE,
+    "--users": BASE,
+    "--silos": BASE,
+    "--key-bits": BASE,
+    "--rounds": BASE,
+    "--precision": BASE,
+    "--n-max": BASE,
+    "--workers": BASE,
+}
+#: Options whose own ceiling is a valid but long benchmark (|U| = 1e4, a 16384-bit key, 1024
+#: processes): that value is checked by the option's type, not run; the value above it is run.
+LONG_AT_CEILING = {"--params", "--users", "--silos", "--key-bits", "--rounds", "--workers"}
+
+
+def _param(option: str) -> click.Option:
+    return next(p for p in COMMAND.params if isinstance(p, click.Option) and p.opts[0] == option)
+
+
+def _ceiling(option: str) -> str | None:
+    kind = _param(option).type
+    kind = getattr(kind, "item_type", kind)
+    return str(kind.high) if isinstance(kind, PositiveInt) and option in LONG_AT_CEILING else None
+
+
+@pytest.mark.parametrize("option", numeric_options(COMMAND))
+def test_every_value_of_every_numeric_option_keeps_the_contract(option: str) -> None:
+    if option not in BASES:
+        pytest.fail(f"{option} has no cheap base command line in BASES: add one where it is used")
+    ceiling = _ceiling(option)
+    for value in fuzz_values(COMMAND, option):
+        if value == ceiling:
+            assert _param(option).type.convert(value, None, None) in (int(value), [int(value)])
+            continue
+        args = with_value(BASES[option], option, value)
+        assert_contract(run(*args), args)
