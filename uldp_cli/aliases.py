@@ -66,8 +66,15 @@ class AliasedOption(click.Option):
             if len(spellings) > 1:
                 raise click.UsageError(f"give {' or '.join(spellings)}, not both (the same option)", ctx)
             alias, value = next(iter(given.items()))
-            warn_old_spelling(alias, self.new_spelling)
             opts[str(self.name)] = value
+            try:
+                converted = super().handle_parse_result(ctx, opts, args)
+            except click.BadParameter as error:
+                error.param_hint = f"'{alias}' (old spelling of '{self.new_spelling}')"
+                raise
+            # After the value is accepted: a refused value gets its one Error line and nothing else.
+            warn_old_spelling(alias, self.new_spelling)
+            return converted
         return super().handle_parse_result(ctx, opts, args)
 
 

@@ -229,3 +229,28 @@ def test_an_option_and_its_old_spelling_together_are_refused(
     result = _invoke(args, tmp_path)
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == f"Error: give {old} or {new}, not both (the same option)"
+
+
+
+def _type_name(name: str, option: str) -> str:
+    command = cli.get_command(click.Context(cli), name.split()[0])
+    assert command is not None
+    param = next(p for p in command.params if option in p.opts)
+    return str(param.type.name)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [case for case in _aliases() if _type_name(case[0], case[2]) in {"float", "integer"}],
+    ids=lambda case: f"{case[0]} {case[1]}",
+)
+def test_an_old_spelling_with_a_refused_value_gets_one_error_line_naming_it(
+    case: tuple[str, str, str], tmp_path: Path
+) -> None:
+    # The warning comes only once the value is accepted, so a fuzzer sees exactly one line.
+    name, old, new = case
+    args = [*name.split(), *(w for pair in RUNS[name].items() if pair[0] != new for w in pair), old, "-1"]
+    result = _invoke(args, tmp_path)
+    assert result.exit_code == 2
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert result.stderr.startswith(f"Error: Invalid value for '{old}' (old spelling of '{new}')")
