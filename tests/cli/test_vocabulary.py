@@ -231,7 +231,6 @@ def test_an_option_and_its_old_spelling_together_are_refused(
     assert result.output.splitlines()[-1] == f"Error: give {old} or {new}, not both (the same option)"
 
 
-
 def _type_name(name: str, option: str) -> str:
     command = cli.get_command(click.Context(cli), name.split()[0])
     assert command is not None
