@@ -179,7 +179,7 @@ def _assumptions(
     marked = not data.synthetic or "synthetic" in data.source.lower()
     out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
     if plan is None:
-        out["privacy"] = "none: default is non-private FedAVG; epsilon is reported as infinite"
+        out["privacy"] = "none: default is non-private FedAVG; epsilon is unbounded (JSON null)"
         return out
     out.update(plan.assumptions)
     out["randomness"] = (

@@ -381,7 +381,7 @@ def _refuse_ignored(ctx: click.Context, from_file: bool, method: str, compare: b
     for name, flag, when, reader in _READ_ONLY_WITH:
         source = ctx.get_parameter_source(name)
         if source is not None and source != ParameterSource.DEFAULT and not read[when]:
-            raise click.BadParameter(f"is read only with {reader}; leave it out", param_hint=f"'{flag}'")
+            raise click.BadParameter(f"it is read only with {reader}; leave it out", param_hint=f"'{flag}'")
 
 
 def _refuse_large_bisect(values: np.ndarray, compare: bool) -> None:

@@ -27,7 +27,7 @@ from ..options import (
     format_option,
 )
 from ..progress import round_progress
-from ..render import emit
+from ..render import emit, format_cell
 from ..signals import Terminated
 
 DATASETS = ("mnist", "heart-disease", "gbsg2", "creditcard")
@@ -486,9 +486,9 @@ INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process stopped by
 
 def _progress_text(row: dict, metric: str, rounds: int) -> str:
     """One round's line: the task metric and the epsilon spent, both views under user sampling."""
-    text = f"{metric.replace('_', '-')} {row[metric]:.4g}  epsilon {row['epsilon']:.4g}"
+    text = f"{metric.replace('_', '-')} {format_cell(row[metric])}  epsilon {format_cell(row['epsilon'])}"
     if "server_epsilon" in row:
-        text += f" (server {row['server_epsilon']:.4g})"
+        text += f" (server {format_cell(row['server_epsilon'])})"
     return text
 
 
@@ -499,9 +499,9 @@ def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool, status=I
     import sys
 
     if last:
-        spent = f"user-level epsilon {last['epsilon']:.4g} (delta {last['delta']:g})"
+        spent = f"user-level epsilon {format_cell(last['epsilon'])} (delta {last['delta']:g})"
         if "server_epsilon" in last:
-            spent += f", {last['server_epsilon']:.4g} against the server that samples users"
+            spent += f", {format_cell(last['server_epsilon'])} against the server that samples users"
         lines = [
             f"Interrupted after round {last['round']} of {rounds}: the model after round "
             f"{last['round']} has spent {spent}."
@@ -669,6 +669,16 @@ def _load(
     )
 
 
+#: The hyper-parameters the notes restate, when the algorithm reads them (AlgorithmSpec.options).
+SETTINGS_SHOWN = (
+    ("sigma", "sigma"),
+    ("clip", "clip"),
+    ("lr", "lr"),
+    ("global_lr", "global lr"),
+    ("local_epochs", "local epochs"),
+)
+
+
 def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, defaulted: list[str]) -> None:
     metric = data.metric
     summary = dict(result.summary)
@@ -698,10 +708,19 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         f"{summary['users']} users, {summary['silos']} silos, model {summary['model']} "
         f"({summary['parameters']} parameters)"
     ]
-    settings = (
-        f"{summary['rounds']} rounds, sigma {summary['sigma']:g}, clip {summary['clip']:g}, "
-        f"lr {summary['lr']:g}, global lr {summary['global_lr']:g}, local epochs {summary['local_epochs']}"
+    from uldp.trainers.algorithms import get_algorithm
+    from uldp.trainers.algorithms.registry import TRAINING_OPTIONS
+
+    reads = get_algorithm(summary["algo"]).options  # default has no sigma or clip to report
+    settings = ", ".join(
+        [f"{summary['rounds']} rounds"]
+        + [
+            f"{label} {summary[key]:g}"
+            for key, label in SETTINGS_SHOWN
+            if key in reads and summary.get(key) is not None
+        ]
     )
+    defaulted = [d for d in defaulted if d.replace("-", "_") not in TRAINING_OPTIONS - reads]
     if defaulted:
         settings += f" (defaults: {', '.join(defaulted)}; docs/train.md)"
     notes.append(settings)
