@@ -10,12 +10,13 @@ from __future__ import annotations
 import math
 
 import click
+import pytest
 
 from uldp.cli.accounting_options import OrdersType
 from uldp.cli.main import cli
 from uldp.cli.options import CommaList, Interval, PositiveInt
 
-from .fuzz import HOSTILE_VALUES
+from .fuzz import HOSTILE_VALUES, assert_contract, run
 
 _NUMERIC = (Interval, PositiveInt, click.types.IntParamType, click.types.FloatParamType, OrdersType)
 
@@ -80,3 +81,17 @@ def with_value(base: list[str], option: str, value: str) -> list[str]:
         args[args.index(option) + 1] = value
         return args
     return [*args, option, value]
+
+
+def check_every_value(
+    command: click.Command, bases: dict[str, list[str]], option: str, *, skip: frozenset[str] = frozenset()
+) -> None:
+    """Run `option` with every fuzz value (but `skip`) on its base line in `bases`; assert the
+    contract. An option without a base line fails: a new option must get one where it is used."""
+    if option not in bases:
+        pytest.fail(f"{option} has no cheap base command line in BASES: add one where it is used")
+    for value in fuzz_values(command, option):
+        if value in skip:
+            continue
+        args = with_value(bases[option], option, value)
+        assert_contract(run(*args), args)
