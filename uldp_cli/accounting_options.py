@@ -18,7 +18,8 @@ from uldp.accountants.group import MAX_PLD_GROUP_K
 from uldp.accountants.mechanism import SubsampledGaussian
 from uldp.accountants.orders import Orders
 from uldp.errors import UldpError
-from uldp.trainers.algorithms import accounted_names, plan_algorithm
+from uldp.trainers.algorithms import accounted_names, get_algorithm, plan_algorithm
+from uldp.trainers.algorithms.registry import PLAN_OPTIONS
 
 from .options import (
     COUNT_MAX,
@@ -285,24 +286,13 @@ def expand_methods(methods: list[str]) -> list[str]:
     return list(dict.fromkeys(_expand_all(methods)))
 
 
-# The options each kind of plan reads (ULDP-FL §3): a bare mechanism its --q and --steps and the
-# group options; ULDP-GROUP-k its DP-SGD sampling (Theorem 2); the other algorithms T rounds of
-# a user-sampled Gaussian (Theorems 1 and 3; --silos only names |S| in the assumptions).
+# The options a bare mechanism reads: its --q and --steps and the group options. An algorithm
+# reads --rounds and the options its registry entry names (`AlgorithmSpec.plan_options`): its
+# plan's own (ULDP-FL §3: ULDP-GROUP-k its DP-SGD sampling, Theorem 2; the others T rounds of a
+# user-sampled Gaussian, Theorems 1 and 3; --silos only names |S| in the assumptions).
 _MECHANISM_OPTIONS = frozenset({"--q", "--steps", "--k", "--group-method"})
-_GROUP_ALGORITHM_OPTIONS = frozenset(
-    {
-        "--rounds",
-        "--silos",
-        "--silo-sizes",
-        "--batch-size",
-        "--record-q",
-        "--local-epochs",
-        "--k",
-        "--group-method",
-    }
-)
-_USER_ALGORITHM_OPTIONS = frozenset({"--rounds", "--user-q", "--silos"})
-_CHECKED = _MECHANISM_OPTIONS | _GROUP_ALGORITHM_OPTIONS | _USER_ALGORITHM_OPTIONS
+_PLAN_FLAGS = {field: "--" + field.replace("_", "-") for field in PLAN_OPTIONS}
+_CHECKED = _MECHANISM_OPTIONS | {"--rounds", *_PLAN_FLAGS.values()}
 _USER_SOURCES = (
     click.core.ParameterSource.COMMANDLINE,
     click.core.ParameterSource.ENVIRONMENT,
@@ -310,11 +300,22 @@ _USER_SOURCES = (
 )
 
 
+def plan_reads(algo: str | None, field: str) -> bool:
+    """Whether `algo`'s plan reads the `PlanInputs` field `field` (None: the bare mechanism,
+    which reads k and samples records at --q)."""
+    if algo is None:
+        return field == "k"
+    return field in get_algorithm(algo).plan_options
+
+
 def used_options(algo: str | None) -> frozenset[str]:
     """The plan options that `algo` (None: the bare mechanism) reads."""
     if algo is None:
         return _MECHANISM_OPTIONS
-    return _GROUP_ALGORITHM_OPTIONS if algo == "uldp-group" else _USER_ALGORITHM_OPTIONS
+    used = {"--rounds", *(_PLAN_FLAGS[field] for field in get_algorithm(algo).plan_options)}
+    if "--k" in used:
+        used.add("--group-method")
+    return frozenset(used)
 
 
 def refuse_unused(ctx: click.Context, algos: list[str | None], *, group: bool) -> None:

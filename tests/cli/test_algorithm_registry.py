@@ -122,3 +122,33 @@ def test_completion_offers_the_registered_names_with_their_help(toy):
     assert [i.value for i in AlgorithmChoice(accounted=True).shell_complete(None, None, "uldp-a")] == [
         "uldp-avg"
     ]
+
+
+def test_the_options_account_accepts_come_from_the_spec_plan_options():
+    # Not hard-coded per name: a toy reading only what its plan reads (no user sampling, no |S|)
+    # has --user-q and --silos refused, and they are accepted again once its spec names them.
+    narrow = AlgorithmSpec(
+        name="toy",
+        help="FedAvg with noise, no sampling.",
+        build=TOY.build,
+        plan=toy_plan,
+        plan_options=frozenset(),
+    )
+    register(narrow)
+    try:
+        refused = invoke("account", "--algo", "toy", "--sigma", "2", "--rounds", "10", "--user-q", "0.5")
+        assert refused.exit_code == 2
+        assert "'--user-q': not used by toy" in refused.stderr
+    finally:
+        unregister("toy")
+    register(TOY)
+    try:
+        doc = invoke_json("account", "--algo", "toy", "--sigma", "2", "--rounds", "10", "--user-q", "0.5")
+        assert (
+            doc["results"][0]["epsilon"]
+            < invoke_json("account", "--algo", "toy", "--sigma", "2", "--rounds", "10")["results"][0][
+                "epsilon"
+            ]
+        )
+    finally:
+        unregister("toy")

@@ -307,4 +307,6 @@ SPEC = AlgorithmSpec(
     build=build,
     plan=group_plan,
     options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size", "group_k")),
+    # Algorithm 2 samples records, not users: no user_q.
+    plan_options=frozenset(("silos", "silo_sizes", "batch_size", "record_q", "local_epochs", "k")),
 )

@@ -96,6 +96,7 @@ def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
         accounted_as=base.name,
         secure=True,
         options=base.options,
+        plan_options=base.plan_options,
     )
 
 

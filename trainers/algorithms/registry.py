@@ -53,6 +53,11 @@ TRAINING_OPTIONS = frozenset(
     )
 )
 
+#: The `PlanInputs` fields beyond sigma and rounds a plan may read. `uldp account` and `uldp
+#: calibrate` refuse a value given for one that the chosen algorithm's `AlgorithmSpec.plan_options`
+#: leaves out (issue 12), and read k and the sampled level from them.
+PLAN_OPTIONS = frozenset(("user_q", "silos", "silo_sizes", "batch_size", "record_q", "local_epochs", "k"))
+
 PlanFunction = Callable[[PlanInputs], "Plan"]
 TrainerFactory = Callable[["TrainConfig", "list[SiloData]", str], "Algorithm"]
 
@@ -67,7 +72,9 @@ class AlgorithmSpec:
     variants release ULDP-AVG's / ULDP-SGD's mechanism); it defaults to the spec's own name.
     `secure`: `uldp train --secure` may run the server's weighting through Protocol 1.
     `options`: the `TRAINING_OPTIONS` its trainer reads (all, unless it says less); `uldp train`
-    refuses the others when the user sets them.
+    refuses the others when the user sets them. `plan_options`: the `PLAN_OPTIONS` its plan reads
+    (users sampled at `user_q`, |S| named, unless it says otherwise); `k` in them makes it a group
+    algorithm, `user_q` in them one whose server view differs under user sampling.
     """
 
     name: str
@@ -77,11 +84,15 @@ class AlgorithmSpec:
     accounted_as: str | None = None
     secure: bool = False
     options: frozenset[str] = TRAINING_OPTIONS
+    plan_options: frozenset[str] = frozenset(("user_q", "silos"))
 
     def __post_init__(self) -> None:
         unknown = set(self.options) - TRAINING_OPTIONS
         if unknown:
             raise InvalidParameter(f"{self.name}: unknown training options {sorted(unknown)}")
+        unknown = set(self.plan_options) - PLAN_OPTIONS
+        if unknown:
+            raise InvalidParameter(f"{self.name}: unknown plan options {sorted(unknown)}")
         if self.plan is not None and self.accounted_as is None:
             object.__setattr__(self, "accounted_as", self.name)
         if self.plan is None and self.accounted_as is not None:

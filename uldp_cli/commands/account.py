@@ -16,6 +16,7 @@ from ..accounting_options import (
     check_group_sizes,
     expand_methods,
     method_labels,
+    plan_reads,
     refuse_unused,
 )
 from ..config import config_option
@@ -101,7 +102,7 @@ def command(
         raise click.BadParameter(
             "draws epsilon against the group size: give --k with values > 1", param_hint="'--plot'"
         )
-    group_k = max(ks) if algos and "uldp-group" in algos else None
+    group_k = max(ks)
     plans = [
         build_plan(
             a,
@@ -115,7 +116,7 @@ def command(
             batch_size=batch_size,
             record_q=record_q,
             local_epochs=local_epochs,
-            k=group_k if a == "uldp-group" else None,
+            k=group_k if a is not None and plan_reads(a, "k") else None,
         )
         for a in (algos or [None])
     ]

@@ -22,6 +22,7 @@ from ..accounting_options import (
     algorithm_options,
     build_plan,
     check_group_sizes,
+    plan_reads,
     refuse_unused,
 )
 from ..config import config_option
@@ -124,8 +125,8 @@ def command(
             f"give exactly one of --{'rounds' if algo else 'steps'} (solve for sigma) "
             "or --sigma (solve for steps)"
         )
-    group_k = k if algo == "uldp-group" else None
-    effective_k = 1 if algo and algo != "uldp-group" else k
+    group_k = k if algo and plan_reads(algo, "k") else None
+    effective_k = 1 if algo and not plan_reads(algo, "k") else k
 
     def plan(s: float, t: int):
         return build_plan(
@@ -143,11 +144,11 @@ def command(
             k=group_k,
         )
 
-    sampled = bool(algo) and algo != "uldp-group" and user_q < 1
+    sampled = bool(algo) and plan_reads(algo, "user_q") and user_q < 1
     if view == "server" and not sampled:
         raise click.BadParameter(
             "the server's view differs from the model's only with user sampling: give --algo "
-            "(not uldp-group) with --user-q < 1, or leave --view at model",
+            "that samples users (not uldp-group) with --user-q < 1, or leave --view at model",
             param_hint="'--view'",
         )
 
@@ -230,7 +231,7 @@ def command(
                 integer=sigma is not None,
             )
     final = plan(sigma_out, steps_out)
-    q_out = q if not algo else (record_q if algo == "uldp-group" else user_q)
+    q_out = q if not algo else (user_q if plan_reads(algo, "user_q") else record_q)
     row = {
         "solved_for": solved,
         "sigma": sigma_out,
