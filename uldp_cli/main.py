@@ -11,6 +11,7 @@ import importlib
 import importlib.util
 import itertools
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Mapping
@@ -115,7 +116,12 @@ class LazyGroup(click.Group):
         except click.ClickException as err:
             click.echo(f"Error: {one_line(err.format_message())}", err=True)
             sys.exit(err.exit_code)
-        except click.Abort:
+        except click.Abort as err:
+            if isinstance(err.__cause__ or err.__context__, KeyboardInterrupt):
+                # Ctrl-C: the shell's 128 + SIGINT, as SIGTERM and SIGHUP give 128 + theirs; every
+                # `finally` has run, so no temporary file is left.
+                click.echo("Interrupted (Ctrl-C): no half-written output is left.", err=True)
+                sys.exit(128 + signal.SIGINT)
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except MemoryError:

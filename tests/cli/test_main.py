@@ -119,3 +119,16 @@ def test_a_bug_is_one_line_with_a_way_to_the_traceback(monkeypatch) -> None:
     monkeypatch.setenv("ULDP_DEBUG", "1")
     result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
     assert isinstance(result.exception, RuntimeError)
+
+
+def test_ctrl_c_in_any_command_exits_130_in_one_line(monkeypatch) -> None:
+    # 128 + SIGINT, as uldp train and SIGTERM/SIGHUP (128 + theirs) report it; was "Aborted!", 1.
+    import importlib
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(importlib.import_module("uldp.cli.commands.account"), "account", interrupted)
+    result = CliRunner().invoke(cli, ["account", "--sigma", "1", "--q", "0.1", "--steps", "10"])
+    assert result.exit_code == 130
+    assert result.output.strip().splitlines() == ["Interrupted (Ctrl-C): no half-written output is left."]
