@@ -95,3 +95,33 @@ def check_every_value(
             continue
         args = with_value(bases[option], option, value)
         assert_contract(run(*args), args)
+
+
+#: A few orders keep each accounting fast; --orders itself is fuzzed in their place.
+FEW_ORDERS = ["--orders", "2,4,8,16,32,64"]
+
+
+def algorithm_bases(head: list[str]) -> dict[str, list[str]]:
+    """Cheap base lines, after `head` (the command and its target: `account --sigma 1`, or
+    `calibrate --epsilon 3`), for the plan options of `--algo` that account and calibrate share."""
+    group_q = [*head, "--algo", "uldp-group", "--rounds", "2", "--k", "2", "--record-q", "0.01", *FEW_ORDERS]
+    group_batch = [
+        *[*head, "--algo", "uldp-group", "--rounds", "2", "--k", "2"],
+        *["--batch-size", "10", "--silo-sizes", "100,200", *FEW_ORDERS],
+    ]
+    user = [*head, "--algo", "uldp-avg", "--rounds", "2", "--user-q", "0.5", *FEW_ORDERS]
+    return {
+        "--rounds": user,
+        "--user-q": user,
+        "--silos": group_q,
+        "--silo-sizes": group_batch,
+        "--batch-size": group_batch,
+        "--record-q": group_q,
+        "--local-epochs": group_q,
+    }
+
+
+#: `uldp bench protocol` with a 512-bit test key, two users, two silos, two parameters: a run
+#: takes a fraction of a second.
+CHEAP_BENCH = ["bench", "protocol", "--key-bits", "512", "--test-keys", "--params", "2", "--users", "2"]
+CHEAP_BENCH += ["--silos", "2"]

@@ -14,20 +14,9 @@ import pytest
 from uldp.cli.main import cli
 
 from .fuzz import assert_contract, run
+from .fuzz_options import CHEAP_BENCH
 
-BENCH = [
-    "bench",
-    "protocol",
-    "--key-bits",
-    "512",
-    "--test-keys",
-    "--params",
-    "2",
-    "--users",
-    "2",
-    "--silos",
-    "2",
-]
+BENCH = CHEAP_BENCH
 
 
 def refused(*args: str, naming: str, saying: str = "", within: float = 5) -> str:

@@ -7,23 +7,10 @@ import pytest
 
 from uldp.cli.options import PositiveInt
 
-from .fuzz_options import check_every_value, command_named, numeric_options
+from .fuzz_options import CHEAP_BENCH, check_every_value, command_named, numeric_options
 
 COMMAND = command_named("bench", "protocol")
-#: A 512-bit test key, two users, two silos, two parameters: a run takes a fraction of a second.
-BASE = [
-    "bench",
-    "protocol",
-    "--key-bits",
-    "512",
-    "--test-keys",
-    "--params",
-    "2",
-    "--users",
-    "2",
-    "--silos",
-    "2",
-]
+BASE = CHEAP_BENCH
 #: The cheap command line each numeric option is fuzzed on: one where the option is used.
 BASES = {
     "--params": BASE,
