@@ -29,6 +29,7 @@ from .options import (
     Probability,
     comma_list_option,
     delta_option,
+    given_source,
 )
 
 #: --k: group sizes up to 2^20 records. Lemma 6 doubles the order once per factor of two and the
@@ -293,11 +294,6 @@ def expand_methods(methods: list[str]) -> list[str]:
 _MECHANISM_OPTIONS = frozenset({"--q", "--steps", "--k", "--group-method"})
 _PLAN_FLAGS = {field: "--" + field.replace("_", "-") for field in PLAN_OPTIONS}
 _CHECKED = _MECHANISM_OPTIONS | {"--rounds", *_PLAN_FLAGS.values()}
-_USER_SOURCES = (
-    click.core.ParameterSource.COMMANDLINE,
-    click.core.ParameterSource.ENVIRONMENT,
-    click.core.ParameterSource.DEFAULT_MAP,  # a --config file: the user's values too
-)
 
 
 def plan_reads(algo: str | None, field: str) -> bool:
@@ -332,7 +328,7 @@ def refuse_unused(ctx: click.Context, algos: list[str | None], *, group: bool) -
         flag = param.opts[0]
         if flag not in _CHECKED or flag in used or param.name is None:
             continue
-        if ctx.get_parameter_source(param.name) not in _USER_SOURCES:
+        if given_source(ctx, param.name) is None:  # a --config value counts as the user's
             continue
         if flag == "--group-method" and any(flag in used_options(a) for a in algos):
             reason = "only matters for groups; give --k above 1 or drop it"

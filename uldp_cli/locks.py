@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -81,8 +82,6 @@ def acquire(path: str | os.PathLike[str], option: str) -> Path:
 
 
 def _age(lock: Path) -> float:
-    import time
-
     try:
         return time.time() - lock.stat().st_mtime
     except OSError:

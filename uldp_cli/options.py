@@ -151,6 +151,37 @@ class PositiveInt(click.ParamType):
         return number
 
 
+#: --seed of every command: numpy's legacy seeds and torch.manual_seed take 32 bits without surprise.
+SEED_MAX = 2**32 - 1
+
+
+class IntegerIn(click.ParamType):
+    """An integer in [low, high] (a seed, key bits): no float truncation, no int64 overflow."""
+
+    name = "integer"
+
+    def __init__(self, low: int, high: int) -> None:
+        self.low, self.high = low, high
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+        try:
+            number = int(value)
+        except (TypeError, ValueError, OverflowError):
+            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
+        if not self.low <= number <= self.high:
+            self.fail(f"{_shown(value)} is not in [{self.low}, {self.high}]", param, ctx)
+        return number
+
+
+def given_source(ctx: click.Context, name: str) -> click.core.ParameterSource | None:
+    """Where the user gave parameter `name` (command line, environment, a --config file), or None
+    for a default: the commands refuse a value the run would ignore only when the user set it."""
+    source = ctx.get_parameter_source(name)
+    return None if source in (None, click.core.ParameterSource.DEFAULT) else source
+
+
 class OutputFile(click.Path):
     """A file the command will write: refused before any work when its directory is missing or
     not writable (the write itself is atomic, uldp.cli.files)."""
@@ -165,12 +196,12 @@ class OutputFile(click.Path):
         directory = path.resolve().parent
         if path.is_dir():
             self.fail(f"{path} is a directory; give a file name", param, ctx)
-        if not directory.is_dir() or not _can_create_in(directory):
+        if not directory.is_dir() or not can_create_in(directory):
             self.fail(f"{path}: directory {directory} does not exist or is not writable", param, ctx)
         return path
 
 
-def _can_create_in(directory: Path) -> bool:
+def can_create_in(directory: Path) -> bool:
     """Whether a file can really be created in `directory`: os.access says yes to root even on
     read-only or virtual file systems (/proc), where the atomic write would fail after the work."""
     try:

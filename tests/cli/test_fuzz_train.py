@@ -19,7 +19,7 @@ import pytest
 
 from tests.cli.fuzz import HOSTILE_VALUES, assert_contract, run
 from uldp.cli.commands import train as train_command
-from uldp.cli.options import Interval, PositiveInt
+from uldp.cli.options import IntegerIn, Interval, PositiveInt
 from uldp.trainers.algorithms import algorithm_names, get_algorithm
 
 COMMAND = train_command.command
@@ -38,7 +38,7 @@ def _numeric(param: click.Parameter) -> bool:
         (
             Interval,
             PositiveInt,
-            train_command.IntIn,
+            IntegerIn,
             train_command.GroupK,
             click.types.IntParamType,
             click.types.FloatParamType,
@@ -96,7 +96,7 @@ def _limits(name: str) -> tuple[list[str], list[str]]:
         return outside, inside
     if isinstance(kind, PositiveInt):
         return ["0", str(kind.high + 1)], ["1", str(kind.high)]
-    if isinstance(kind, train_command.IntIn):
+    if isinstance(kind, IntegerIn):
         return [str(kind.low - 1), str(kind.high + 1)], [str(kind.low), str(kind.high)]
     raise AssertionError(f"--{name}: no limits known for {kind!r}")
 

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import click
 import numpy as np
-from click.core import ParameterSource
 
 from uldp.accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
 from uldp.accountants.conversion import CONVERSIONS
@@ -30,6 +29,7 @@ from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors, one_line
 from ..options import (
+    SEED_MAX,
     Interval,
     OutputFile,
     PositiveFloat,
@@ -37,6 +37,7 @@ from ..options import (
     Probability,
     delta_option,
     format_option,
+    given_source,
 )
 from ..personalize_io import OUTPUT_COLUMNS, Budgets, draw_plot, read_budgets, write_rates
 from ..progress import status
@@ -85,8 +86,6 @@ BUDGET_COLUMNS = [
 ]
 #: --records at most: 1e7 records take about 1 GB with every method (docs/performance.md).
 MAX_RECORDS = 10**7
-#: --seed: numpy seeds any integer >= 0; 32 bits are what every other seed of uldp takes.
-MAX_SEED = 2**32 - 1
 #: --sigma at least: at 0.001 epsilon*(q) is above 5e5 at every rate, so no smaller sigma can
 #: meet a budget; far below it 1 / sigma^2 overflows a double.
 MIN_SIGMA = 1e-3
@@ -155,7 +154,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 )
 @click.option(
     "--seed",
-    type=SeedInt(0, MAX_SEED),
+    type=SeedInt(0, SEED_MAX),
     default=0,
     show_default=True,
     help="Seed of --distribution.",
@@ -379,8 +378,7 @@ def _refuse_ignored(ctx: click.Context, from_file: bool, method: str, compare: b
     """Refuse an option the chosen input or method ignores, naming it and what reads it."""
     read = {"distribution": not from_file, "file": from_file, "bisect": method == "bisect" or compare}
     for name, flag, when, reader in _READ_ONLY_WITH:
-        source = ctx.get_parameter_source(name)
-        if source is not None and source != ParameterSource.DEFAULT and not read[when]:
+        if given_source(ctx, name) is not None and not read[when]:
             raise click.BadParameter(f"it is read only with {reader}; leave it out", param_hint=f"'{flag}'")
 
 

@@ -15,16 +15,19 @@ from ..errors import library_errors
 from ..files import atomic_write_bytes
 from ..locks import output_locks
 from ..options import (
+    SEED_MAX,
     AlgorithmChoice,
     AlgorithmOption,
+    IntegerIn,
     Interval,
+    NoiseMultiplier,
     OutputFile,
     PositiveFloat,
     PositiveInt,
-    _can_create_in,
-    _shown,
+    can_create_in,
     delta_option,
     format_option,
+    given_source,
 )
 from ..progress import round_progress
 from ..render import emit, format_cell
@@ -36,7 +39,6 @@ MAX_TABLE_ROWS = 15
 
 # Parse-time ranges (issue 12): where the maths, the float32 model or memory stops being
 # meaningful; each option's --help and docs/train.md ("Ranges") state them.
-SIGMA_RANGE = (1e-6, 1e6)  # below: epsilon ~1e12 (meaningless); above: epsilon 0 at any delta
 CLIP_RANGE = (1e-6, 1e6)  # parameter-norm units; sigma * C must stay far inside float32 (3.4e38)
 MAX_LR = 1e6
 MAX_GLOBAL_LR = 1e9  # ULDP-AVG divides the server step by q |U| |S| (Algorithm 3 line 6)
@@ -48,7 +50,6 @@ MAX_LABELS_PER_USER = 10_000
 MAX_GROUP_K = 1_000_000
 MAX_LOCAL_EPOCHS = 10_000
 MAX_BATCH = 100_000_000
-MAX_SEED = 2**32 - 1  # numpy's legacy seeds and torch.manual_seed take 32 bits without surprise
 MAX_NOISE_SEED = 2**128 - 1  # the entropy drawn by default is 128 bits
 KEY_BITS_RANGE = (256, 16384)  # Paillier: >= 2048 unless --test-keys; 16384 takes minutes to make
 MAX_THREADS = 1024
@@ -56,26 +57,6 @@ MAX_EVERY = MAX_ROUNDS
 #: uldp.trainers.runner.CHECKPOINT_NAME, repeated so that parsing does not import torch (a test
 #: keeps the two equal).
 CHECKPOINT_FILE = "checkpoint.pt"
-
-
-class IntIn(click.ParamType):
-    """An integer in [low, high] (a seed, key bits): no float truncation, no int64 overflow."""
-
-    name = "integer"
-
-    def __init__(self, low: int, high: int) -> None:
-        self.low, self.high = low, high
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
-        try:
-            number = int(value)
-        except (TypeError, ValueError, OverflowError):
-            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
-        if not self.low <= number <= self.high:
-            self.fail(f"{_shown(value)} is not in [{self.low}, {self.high}]", param, ctx)
-        return number
 
 
 class CheckpointDir(click.ParamType):
@@ -96,7 +77,7 @@ class CheckpointDir(click.ParamType):
         existing = path
         while not existing.exists() and existing != existing.parent:
             existing = existing.parent  # the directory that `mkdir -p` would create it in
-        if not existing.is_dir() or not _can_create_in(existing.resolve()):
+        if not existing.is_dir() or not can_create_in(existing.resolve()):
             self.fail(f"{path}: directory {existing} is not writable", param, ctx)
         return text
 
@@ -151,7 +132,7 @@ class GroupK(click.ParamType):
 )
 @click.option(
     "--sigma",
-    type=Interval(*SIGMA_RANGE, low_open=False, high_open=False),
+    type=NoiseMultiplier(),
     default=None,
     help=f"Noise multiplier, in [1e-6, 1e6] ({describe('sigma')}).",
 )
@@ -189,14 +170,14 @@ class GroupK(click.ParamType):
 )
 @click.option(
     "--seed",
-    type=IntIn(0, MAX_SEED),
+    type=IntegerIn(0, SEED_MAX),
     default=0,
     show_default=True,
     help="Seed for the data allocation and the initial model, 0 to 2**32-1.",
 )
 @click.option(
     "--noise-seed",
-    type=IntIn(0, MAX_NOISE_SEED),
+    type=IntegerIn(0, MAX_NOISE_SEED),
     default=None,
     help="Make noise and sampling reproducible, 0 to 2**128-1 (experiments only: anyone who "
     "knows it can remove the noise). Default: fresh OS entropy every run.",
@@ -256,7 +237,7 @@ class GroupK(click.ParamType):
 @click.option("--secure", is_flag=True, help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier).")
 @click.option(
     "--key-bits",
-    type=IntIn(*KEY_BITS_RANGE),
+    type=IntegerIn(*KEY_BITS_RANGE),
     default=3072,
     show_default=True,
     help="--secure: Paillier modulus bits, 2048 to 16384 (from 256 with --test-keys).",
@@ -582,12 +563,6 @@ ALGORITHM_OPTIONS = {
 }
 
 
-def _given(ctx: click.Context, name: str) -> ParameterSource | None:
-    """Where the user gave parameter `name` (command line, environment, --config), else None."""
-    source = ctx.get_parameter_source(name)
-    return None if source in (None, ParameterSource.DEFAULT) else source
-
-
 def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, checkpoint_dir) -> None:
     """Refuse an option the run would ignore, rather than train as if it mattered (issue 12).
 
@@ -621,7 +596,7 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
     if checkpoint_dir is None:
         ignored["overwrite"] = "it replaces a --checkpoint DIR, and none was given"
     for name, why in ignored.items():
-        source = _given(ctx, name)
+        source = given_source(ctx, name)
         if source is None:
             continue
         option = "--" + name.replace("_", "-")
