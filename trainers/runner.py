@@ -31,6 +31,7 @@ import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 import torch
@@ -42,6 +43,7 @@ from uldp.errors import DataError, InvalidParameter
 from .algorithms import (
     Algorithm,
     Context,
+    RoundPlan,
     SiloData,
     TrainConfig,
     get_algorithm,
@@ -118,6 +120,61 @@ def round_rngs(
     return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
 
 
+class Silos(Protocol):
+    """Where the silos' updates run: in this process (`LocalSilos`) or at separate parties
+    (`flower.FlowerSilos`). The round loop (`run`) is the same for both."""
+
+    def prepare(self, cfg: TrainConfig, task: str, noise_fixed: bool) -> tuple[Algorithm, np.ndarray | None]:
+        """The server's algorithm object for this run, and the histogram n_{s,u} if the server may
+        know it (None otherwise); called once, before round 1 (or the first resumed round)."""
+        ...
+
+    def updates(
+        self,
+        algorithm: Algorithm,
+        round: int,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> list:
+        """Every silo's message for round `round`, in silo order."""
+        ...
+
+    def assumptions(self, cfg: TrainConfig) -> dict[str, str]:
+        """What the run's assumptions say of where the silos ran and what reached the server."""
+        ...
+
+
+class LocalSilos:
+    """Every silo in this process: silo s's update draws from round_rngs(entropy, t)[1][s]."""
+
+    def __init__(self, silos: list[SiloData], counts: np.ndarray) -> None:
+        self.silos = silos
+        self.counts = counts
+
+    def prepare(self, cfg: TrainConfig, task: str, noise_fixed: bool) -> tuple[Algorithm, np.ndarray | None]:
+        return make_algorithm(cfg, self.silos, task), self.counts
+
+    def updates(
+        self,
+        algorithm: Algorithm,
+        round: int,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> list:
+        assert cfg.noise_seed is not None
+        _, silo_rngs = round_rngs(cfg.noise_seed, round, len(self.silos))
+        return [
+            algorithm.silo_update(s, params, plan, ctx, cfg, rng) for s, rng in zip(self.silos, silo_rngs)
+        ]
+
+    def assumptions(self, cfg: TrainConfig) -> dict[str, str]:
+        return {}  # `_assumptions` describes an in-process run by default
+
+
 def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algorithm) -> Plan | None:
     """The accountants' description of `rounds` rounds of this run; None if not private."""
     spec = get_algorithm(cfg.algo)
@@ -174,12 +231,19 @@ def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric:
 
 
 def _assumptions(
-    cfg: TrainConfig, data, plan: Plan | None, algorithm: Algorithm, n_silos: int, noise_fixed: bool
+    cfg: TrainConfig,
+    data,
+    plan: Plan | None,
+    algorithm: Algorithm,
+    n_silos: int,
+    noise_fixed: bool,
+    where: dict[str, str] | None = None,
 ) -> dict:
     marked = not data.synthetic or "synthetic" in data.source.lower()
     out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
     if plan is None:
         out["privacy"] = "none: default is non-private FedAVG; epsilon is unbounded (JSON null)"
+        out.update({k: v for k, v in (where or {}).items() if k == "engine"})
         return out
     out.update(plan.assumptions)
     out["randomness"] = (
@@ -201,6 +265,7 @@ def _assumptions(
         f"user level, RDP accountant, improved conversion (Lemma 2), delta = {cfg.delta:g}; "
         "an upper bound after each round"
     )
+    out.update(where or {})  # where the silos ran, and what crossed the wire
     out.update(algorithm.run_assumptions(cfg, n_silos))  # what only the run knows: noise std, weights
     command = account_command(cfg, cfg.rounds, n_silos, algorithm)
     out["check"] = f"`{command}` gives the final epsilon"
@@ -221,6 +286,9 @@ def _comparable(cfg: TrainConfig) -> dict:
     return out
 
 
+ENGINES = ("local", "flower")
+
+
 def train(
     data,
     cfg: TrainConfig,
@@ -232,13 +300,56 @@ def train(
     resume: bool = False,
     overwrite: bool = False,
     on_round: Callable[[dict], None] | None = None,
+    engine: str = "local",
 ) -> TrainResult:
     """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData).
+
+    `engine` "local" runs every silo in this process; "flower" runs each silo as a separate
+    party (a Flower ClientApp on its own SuperNode) in Flower's simulation engine, with the
+    same algorithm objects and the same round loop (`run`), so with a fixed --noise-seed both
+    give the same rounds (trainers/flower).
 
     A checkpoint directory that already holds a checkpoint is continued with `resume` or replaced
     with `overwrite`; with neither, `InvalidParameter`: a run must not silently destroy another's.
     `on_round(row)` is called after every completed round, once the checkpoint (if any) is saved,
     so a caller interrupted after it may resume from that round.
+    """
+    options: dict[str, Any] = dict(
+        model_name=model_name,
+        device=device,
+        metrics_path=metrics_path,
+        checkpoint_dir=checkpoint_dir,
+        resume=resume,
+        overwrite=overwrite,
+        on_round=on_round,
+    )
+    if engine == "flower":
+        from .flower.simulation import simulate
+
+        return simulate(data, cfg, **options)
+    if engine != "local":
+        raise InvalidParameter(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+    return run(data, LocalSilos(build_silos(data, device), data.user_silo_counts()), cfg, **options)
+
+
+def run(
+    data,
+    silos: Silos,
+    cfg: TrainConfig,
+    *,
+    model_name: str | None = None,
+    device: str = "cpu",
+    metrics_path: str | os.PathLike | None = None,
+    checkpoint_dir: str | os.PathLike | None = None,
+    resume: bool = False,
+    overwrite: bool = False,
+    on_round: Callable[[dict], None] | None = None,
+) -> TrainResult:
+    """The server's round loop (ULDP-FL §3): plan, the silos' updates wherever `silos` runs them,
+    aggregation, evaluation on `data`'s test records, accounting, metrics and checkpoint.
+
+    The server reads of `data` only its description and test set; the silos' records are
+    `silos`' business (`LocalSilos` here, `flower.FlowerSilos` at separate parties).
     """
     task, metric = data.task, data.metric
     model_name = model_name or default_model_name(data.name, task, data.feature_shape)
@@ -247,9 +358,6 @@ def train(
         device
     )
     params = {k: v.detach() for k, v in model.named_parameters()}
-    silos = build_silos(data, device)
-    counts = data.user_silo_counts()
-    ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
     if checkpoint is not None and not resume and not overwrite and checkpoint.exists():
         raise InvalidParameter(
@@ -259,7 +367,8 @@ def train(
     state = _load_checkpoint(checkpoint, cfg, data, device) if resume else None
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
-    algorithm = make_algorithm(cfg, silos, task)
+    algorithm, counts = silos.prepare(cfg, task, noise_fixed)
+    ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
     x_test = torch.as_tensor(data.x_test, dtype=torch.float32, device=device)
     y_test = torch.as_tensor(
         data.y_test, dtype=torch.float32 if task == "survival" else torch.long, device=device
@@ -280,9 +389,9 @@ def train(
     started = time.perf_counter()
     assert cfg.noise_seed is not None  # _with_entropy has drawn or kept the run's entropy
     for t in range(start_round, cfg.rounds + 1):
-        server_rng, silo_rngs = round_rngs(cfg.noise_seed, t, data.n_silos)
+        server_rng, _ = round_rngs(cfg.noise_seed, t, data.n_silos)
         plan = algorithm.plan_round(t, ctx, cfg, server_rng)
-        messages = [algorithm.silo_update(s, params, plan, ctx, cfg, rng) for s, rng in zip(silos, silo_rngs)]
+        messages = silos.updates(algorithm, t, params, plan, ctx, cfg)
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
         loss, value = evaluate(model, params, x_test, y_test, task, metric)
         if not _finite(params) or (len(x_test) and not math.isfinite(loss)):
@@ -323,7 +432,10 @@ def train(
     final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
     summary = _summary(cfg, data, model_name, ctx, history, algorithm)
     return TrainResult(
-        history, params, summary, _assumptions(cfg, data, final_plan, algorithm, data.n_silos, noise_fixed)
+        history,
+        params,
+        summary,
+        _assumptions(cfg, data, final_plan, algorithm, data.n_silos, noise_fixed, silos.assumptions(cfg)),
     )
 
 

@@ -25,6 +25,8 @@ EXTRA_OF_MODULE: Mapping[str, str] = MappingProxyType(
         "lifelines": "data",
         "pandas": "data",
         "pyarrow": "data",
+        "flwr": "flower",
+        "ray": "flower",
     }
 )
 # A library message's own hint, `pip install 'uldp[data]'`, which works only from an index.

@@ -18,6 +18,7 @@ from uldp.crypto.protocol.run import (
     plaintext_weighted_sum,
     rounding_tolerance,
     secure_weighted_sum,
+    session_params,
     setup,
     weighting_round,
 )
@@ -41,6 +42,7 @@ __all__ = [
     "plaintext_weighted_sum",
     "rounding_tolerance",
     "secure_weighted_sum",
+    "session_params",
     "setup",
     "weighting_round",
     "WeightingSession",

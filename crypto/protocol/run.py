@@ -277,34 +277,12 @@ class WeightingSession:
                 f"counts must be a (silos, users) integer array, got {counts.dtype} {counts.shape}"
             )
         silos, users = counts.shape
-        precision = DEFAULT_PRECISION if precision is None else precision
-        public, private = generate_keypair(key_bits, test_keys=test_keys)
-        if n_max is None:
-            n_max = largest_n_max(
-                public.n,
-                users,
-                silos,
-                precision=precision,
-                value_bound=DEFAULT_VALUE_BOUND,
-                ceiling=DEFAULT_N_MAX,
-            )
-            if n_max < 1:
-                raise InvalidParameter(
-                    f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
-                    f"{precision:g}; use a larger key or a coarser precision"
-                )
-        encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
-        for u, total in enumerate(counts.sum(axis=0).tolist()):
-            encoding.check_count(int(total), f"N_u for user {u}")
-        self.params = ProtocolParams(
-            silos=silos,
-            users=users,
-            dimension=dimension,
-            key_bits=key_bits,
-            encoding=encoding,
-            test_keys=test_keys,
+        self.params, keypair = session_params(
+            silos, users, dimension, key_bits=key_bits, test_keys=test_keys, precision=precision, n_max=n_max
         )
-        self.federation = setup(counts, self.params, keypair=(public, private))
+        for u, total in enumerate(counts.sum(axis=0).tolist()):
+            self.params.encoding.check_count(int(total), f"N_u for user {u}")
+        self.federation = setup(counts, self.params, keypair=keypair)
         self.workers = workers
         self.rounds_done = 0
 
@@ -328,3 +306,47 @@ class WeightingSession:
         )
         self.rounds_done += 1
         return result.aggregate
+
+
+def session_params(
+    silos: int,
+    users: int,
+    dimension: int,
+    *,
+    key_bits: int = 3072,
+    test_keys: bool = False,
+    precision: float | None = None,
+    n_max: int | None = None,
+) -> tuple[ProtocolParams, tuple[PublicKey, PrivateKey]]:
+    """The server's fresh Paillier key pair and the protocol's parameters for it.
+
+    `precision` defaults to P = 1e-10; `n_max` to the largest N_max <= 2000 the key can hold
+    with values up to 1e10 (all 2000 at 3072 bits), as `secure_weighted_sum` documents. The
+    server alone knows no N_u, so the check N_u <= N_max is the caller's where it knows them.
+    """
+    precision = DEFAULT_PRECISION if precision is None else precision
+    public, private = generate_keypair(key_bits, test_keys=test_keys)
+    if n_max is None:
+        n_max = largest_n_max(
+            public.n,
+            users,
+            silos,
+            precision=precision,
+            value_bound=DEFAULT_VALUE_BOUND,
+            ceiling=DEFAULT_N_MAX,
+        )
+        if n_max < 1:
+            raise InvalidParameter(
+                f"a {key_bits}-bit key cannot hold values of 1e10 at precision "
+                f"{precision:g}; use a larger key or a coarser precision"
+            )
+    encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
+    params = ProtocolParams(
+        silos=silos,
+        users=users,
+        dimension=dimension,
+        key_bits=key_bits,
+        encoding=encoding,
+        test_keys=test_keys,
+    )
+    return params, (public, private)

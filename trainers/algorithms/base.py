@@ -110,7 +110,10 @@ class Context:
     n_users: int
     n_silos: int
     n_params: int
-    counts: np.ndarray  # (silos, users) n_{s,u}; the server sees it only through weights
+    # (silos, users) n_{s,u}, where this party may know it: the server of an in-process run, or a
+    # Flower server whose algorithm needs it (plaintext -w weights, uldp-group's flags). None at a
+    # silo (it reads its own records) and on a Flower server under --secure (Protocol 1 hides it).
+    counts: np.ndarray | None
 
 
 @dataclass(frozen=True)
@@ -183,6 +186,12 @@ class Algorithm(Protocol):
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]: ...
 
     def summary_fields(self) -> dict[str, object]: ...
+
+    def reply_type(self, cfg: TrainConfig) -> type: ...
+
+    def silo_state(self, silo: int) -> dict[str, np.ndarray]: ...
+
+    def load_silo_state(self, silo: int, state: dict[str, np.ndarray]) -> None: ...
 
 
 def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray:

@@ -142,7 +142,7 @@ class UldpGroup(SiloAveraging):
 
     def __init__(self, k: int, kept: list[np.ndarray]) -> None:
         self.k = k
-        self.kept = kept  # per silo: bool mask over the silo's records
+        self.kept = dict(enumerate(kept))  # silo -> bool mask over the silo's records
         # |D_s| before bounding: they set gamma_s and the steps, whatever the flags keep.
         self.sizes = [len(m) for m in kept]
 
@@ -150,6 +150,8 @@ class UldpGroup(SiloAveraging):
     def prepare(cls, silos: list[SiloData], cfg: TrainConfig) -> UldpGroup:
         import numpy as np
 
+        if not silos:  # a silo's own copy (trainers/flower): the server sends its flags
+            return cls(1, [])
         owners = np.concatenate([s.users for s in silos])
         n_users = silos[0].n_users if silos else 0
         k = resolve_group_k(cfg.group_k, np.bincount(owners, minlength=n_users))
@@ -160,7 +162,22 @@ class UldpGroup(SiloAveraging):
         return cls(k, [flags[a:b] for a, b in zip(bounds[:-1], bounds[1:])])
 
     def kept_sizes(self) -> list[int]:
-        return [int(m.sum()) for m in self.kept]
+        return [int(m.sum()) for _, m in sorted(self.kept.items())]
+
+    def silo_state(self, silo: int) -> dict[str, np.ndarray]:
+        """Silo s's flags (which of its records it keeps) and k: drawn by the server over all
+        silos' record owners before round 1, the same for every round (§3.3)."""
+        import numpy as np
+
+        return {"kept": self.kept[silo], "k": np.asarray([self.k], dtype=np.int64)}
+
+    def load_silo_state(self, silo: int, state: dict[str, np.ndarray]) -> None:
+        import numpy as np
+
+        if set(state) != {"kept", "k"}:
+            raise ValueError(f"uldp-group's silo state holds kept and k, got {sorted(state)}")
+        self.kept[silo] = np.asarray(state["kept"], dtype=bool)
+        self.k = int(state["k"][0])
 
     def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]:
         # The sizes before bounding |D_s| set each silo's sampling rate and steps (so the
@@ -220,6 +237,8 @@ class UldpGroup(SiloAveraging):
         from .base import SiloDelta, zero_delta
 
         kept = self.kept[silo.silo]
+        if len(kept) != silo.size:
+            raise ValueError(f"silo {silo.silo}: {len(kept)} flags for {silo.size} records")
         if len(kept) == 0:
             return SiloDelta(silo.silo, zero_delta(params, ctx.n_params))
         # |D_s|, not the kept count: the schedule the accountant counts does not depend on the
@@ -309,4 +328,5 @@ SPEC = AlgorithmSpec(
     options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size", "group_k")),
     # Algorithm 2 samples records, not users: no user_q.
     plan_options=frozenset(("silos", "silo_sizes", "batch_size", "record_q", "local_epochs", "k")),
+    server_reads_owners=True,  # the flags keep at most k records per user across all silos
 )

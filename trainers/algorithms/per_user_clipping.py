@@ -37,7 +37,6 @@ if TYPE_CHECKING:
 
     from ..per_user import LocalTraining
     from .base import Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
-    from .weighting import SecureWeighting
 
 
 def per_user_noise_std(cfg: TrainConfig, n_silos: int) -> float:
@@ -97,6 +96,7 @@ def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
         secure=True,
         options=base.options,
         plan_options=base.plan_options,
+        server_reads_owners=True,  # plaintext weights n_su / N_u; --secure hides them
     )
 
 
@@ -109,7 +109,9 @@ class PerUserClipping(BaseAlgorithm):
         self.name = name
         self.weighted = name.endswith("-w")
         self.sgd = name.startswith("uldp-sgd")
-        self.secure: SecureWeighting | None = None  # Protocol 1, set up at the first round
+        # Protocol 1's server side: in process, set up at the first round; over Flower, the
+        # engine sets the aggregator of the protocol's message rounds before round 1.
+        self.secure: Callable[[list, np.ndarray], torch.Tensor] | None = None
 
     def training(self, cfg: TrainConfig) -> LocalTraining:
         from ..per_user import LocalTraining
@@ -141,7 +143,7 @@ class PerUserClipping(BaseAlgorithm):
         from .base import SiloDelta, SiloUserDeltas, gaussian
 
         noise_rng, train_rng = rng.spawn(2)
-        present = np.flatnonzero(ctx.counts[silo.silo] > 0)
+        present = np.flatnonzero(np.bincount(silo.users, minlength=ctx.n_users) > 0)  # its own users
         # Silos skip users whose weight is 0; under Protocol 1 they cannot know who they are.
         users = present if (self.weighted and cfg.secure) else present[plan.sampled[present]]
         like = next(iter(params.values()))
@@ -177,17 +179,22 @@ class PerUserClipping(BaseAlgorithm):
         from .weighting import SecureWeighting, plaintext_weighted_sum
 
         if self.weighted and cfg.secure:
-            if self.secure is None:
+            if self.secure is None:  # in process: all parties of Protocol 1 here, set up once
                 self.secure = SecureWeighting(
-                    ctx.counts, ctx.n_params, key_bits=cfg.key_bits, test_keys=cfg.test_keys
+                    _counts(ctx), ctx.n_params, key_bits=cfg.key_bits, test_keys=cfg.test_keys
                 )
             total = self.secure(messages, plan.sampled)
         elif self.weighted:
-            total = plaintext_weighted_sum(messages, ctx.counts, plan.sampled)
+            total = plaintext_weighted_sum(messages, _counts(ctx), plan.sampled)
         else:
             total = torch.stack([m.delta for m in messages]).sum(dim=0)
         scale = cfg.global_lr / (cfg.user_q * ctx.n_users * ctx.n_silos)
         return apply_delta(params, total, scale)
+
+    def reply_type(self, cfg: TrainConfig) -> type:
+        from .base import SiloDelta, SiloUserDeltas
+
+        return SiloUserDeltas if self.weighted else SiloDelta
 
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
         out = {
@@ -205,3 +212,12 @@ class PerUserClipping(BaseAlgorithm):
                 "(use --secure for Protocol 1); the guarantee is unchanged"
             )
         return out
+
+
+def _counts(ctx: Context) -> np.ndarray:
+    """The histogram n_{s,u} the server weights with: the in-process Protocol 1 and plaintext
+    weighting read it; a server that was not given it (a Flower silo, or --secure over Flower
+    where the protocol's own server aggregates) must never get here."""
+    if ctx.counts is None:
+        raise RuntimeError("the weighting step needs the histogram n_su, which this party was not given")
+    return ctx.counts

@@ -75,6 +75,9 @@ class AlgorithmSpec:
     refuses the others when the user sets them. `plan_options`: the `PLAN_OPTIONS` its plan reads
     (users sampled at `user_q`, |S| named, unless it says otherwise); `k` in them makes it a group
     algorithm, `user_q` in them one whose server view differs under user sampling.
+    `server_reads_owners`: its server needs the owner of every silo's records (the histogram
+    n_{s,u}) to plan or weight, so a server at a separate party is sent them (trainers/flower);
+    never under --secure, whose weighting hides them.
     """
 
     name: str
@@ -85,6 +88,7 @@ class AlgorithmSpec:
     secure: bool = False
     options: frozenset[str] = TRAINING_OPTIONS
     plan_options: frozenset[str] = frozenset(("user_q", "silos"))
+    server_reads_owners: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.options) - TRAINING_OPTIONS

@@ -23,7 +23,25 @@ class BaseAlgorithm:
     `account_flags` the same settings as `uldp account` flags (the run prints that command, which
     gives its epsilon); `run_assumptions` adds to the plan's assumptions what only the run knows
     (the noise std, the weights), `summary_fields` to the run's summary.
+
+    When silos are separate parties (trainers/flower), three more things are explicit:
+    `reply_type` is the message class its silos send (anything else is refused by name), and
+    `silo_state(s)` is what the server decided before round 1 that silo s needs to run its
+    update (uldp-group's flags), which the silo's copy of the algorithm takes in
+    `load_silo_state`. The silo's copy is built by the registered factory with no silos.
     """
+
+    def reply_type(self, cfg: TrainConfig) -> type:
+        from .base import SiloDelta
+
+        return SiloDelta
+
+    def silo_state(self, silo: int) -> dict[str, np.ndarray]:
+        return {}
+
+    def load_silo_state(self, silo: int, state: dict[str, np.ndarray]) -> None:
+        if state:
+            raise ValueError(f"{type(self).__name__} keeps no silo state, got {sorted(state)}")
 
     def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]:
         return dict(

@@ -75,11 +75,14 @@ class SecureWeighting:
     def __call__(self, messages: list[SiloUserDeltas], sampled: np.ndarray) -> torch.Tensor:
         ordered = sorted(messages, key=lambda m: m.silo)
         like = ordered[0].deltas
-        dense = []
-        for m in ordered:
-            rows = np.zeros((self.n_users, like.shape[1]))
-            rows[m.users] = m.deltas.detach().cpu().double().numpy()
-            dense.append(rows)
-        noise = [m.noise.detach().cpu().double().numpy() for m in ordered]
-        total = self.session.round(dense, sampled.astype(bool), noise)
+        inputs = [protocol_inputs(m, self.n_users) for m in ordered]
+        total = self.session.round([rows for rows, _ in inputs], sampled.astype(bool), [z for _, z in inputs])
         return torch.as_tensor(np.asarray(total, dtype=float), dtype=like.dtype, device=like.device)
+
+
+def protocol_inputs(message: SiloUserDeltas, n_users: int) -> tuple[np.ndarray, np.ndarray]:
+    """A silo's message as Protocol 1 takes it: (|U|, d) rows (zero for users it does not hold)
+    and its (d,) noise share, in float64. The same at a silo over Flower as in process."""
+    rows = np.zeros((n_users, message.deltas.shape[1]))
+    rows[message.users] = message.deltas.detach().cpu().double().numpy()
+    return rows, message.noise.detach().cpu().double().numpy()

@@ -279,6 +279,14 @@ class GroupK(click.ParamType):
     help="Draw utility, loss and epsilon against rounds to this PNG.",
 )
 @click.option(
+    "--engine",
+    type=click.Choice(["local", "flower"]),
+    default="local",
+    show_default=True,
+    help="local: every silo in this process; flower: each silo a separate party (a Flower "
+    "ClientApp on its own SuperNode) in Flower's simulation engine (the 'flower' extra; docs/flower.md).",
+)
+@click.option(
     "--device",
     type=click.Choice(["cpu", "cuda"]),
     default="cpu",
@@ -330,6 +338,7 @@ def command(
     overwrite,
     every,
     plot_path,
+    engine,
     device,
     threads,
     fmt,
@@ -355,6 +364,7 @@ def command(
         metrics_path,
         test_keys,
         secure,
+        engine,
     )
     _check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
     # What the user left out comes from the (data set, algorithm) defaults: trainers/defaults.py.
@@ -377,6 +387,9 @@ def command(
             from uldp.trainers.threads import free_cpus
 
             torch.set_num_threads(threads or free_cpus())
+            if engine == "flower":  # before the data load: a missing extra is said at once
+                import flwr.simulation  # noqa: F401
+                import ray  # noqa: F401
 
             from uldp.trainers.algorithms import TrainConfig
             from uldp.trainers.metrics_file import metrics_format
@@ -440,6 +453,7 @@ def command(
                     resume=resume,
                     overwrite=overwrite,
                     on_round=on_round,
+                    engine=engine,
                 )
     except KeyboardInterrupt:
         _interrupted(last, rounds, checkpoint_dir, resume)
@@ -522,6 +536,7 @@ def _check_inputs(
     metrics_path,
     test_keys,
     secure,
+    engine,
 ) -> None:
     own_table = user_column is not None or label_column is not None
     if own_table:
@@ -540,6 +555,12 @@ def _check_inputs(
         raise click.UsageError("--resume continues the checkpoint, --overwrite replaces it: give one")
     if test_keys and not secure:
         raise click.UsageError("--test-keys only applies with --secure")
+    if engine == "flower" and device != "cpu":
+        raise click.BadParameter(
+            "--engine flower trains every silo in its own worker on the CPU; use --engine local "
+            "for --device cuda",
+            param_hint="'--device'",
+        )
     if device == "cuda":
         import torch
 

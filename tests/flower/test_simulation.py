@@ -1,0 +1,130 @@
+"""Every algorithm on Flower's simulation engine against the same run in process, and the faults
+a federation meets (a silo that crashes, stalls, or sends a malformed message).
+
+All runs share one simulation (one Ray start, the same three SuperNodes): starting Ray costs
+more than the runs themselves. The silos run `tests.flower.faulty_app`, which is uldp's own
+ClientApp except in the runs marked by its FAULTS sigmas.
+"""
+
+from __future__ import annotations
+
+import tempfile
+
+import numpy as np
+import pytest
+
+pytest.importorskip("flwr", reason="the 'flower' extra is not installed")  # CI installs it
+
+from tests.flower.faulty_app import FAULTS  # noqa: E402
+from tests.flower.faulty_app import app as faulty_app  # noqa: E402
+from tests.trainers.synthetic import make_data  # noqa: E402
+from uldp.trainers.algorithms import TrainConfig, algorithm_names  # noqa: E402
+from uldp.trainers.flower.partitions import write_partitions  # noqa: E402
+from uldp.trainers.flower.records import MalformedReply, SiloFailed  # noqa: E402
+from uldp.trainers.flower.server import FlowerSilos  # noqa: E402
+from uldp.trainers.flower.simulation import describe, run_federation  # noqa: E402
+from uldp.trainers.runner import run, train  # noqa: E402
+
+SILOS = 3
+
+
+class SpySilos(FlowerSilos):
+    """FlowerSilos that remembers what the server was given in setup."""
+
+    def prepare(self, cfg, task, noise_fixed):
+        algorithm, counts = super().prepare(cfg, task, noise_fixed)
+        self.server_counts = counts
+        return algorithm, counts
+
+
+def _config(algo: str, **settings) -> TrainConfig:
+    base = dict(algo=algo, rounds=2, seed=1, noise_seed=3, sigma=2.0)
+    base.update(settings)
+    return TrainConfig(**base)
+
+
+# Every registered algorithm; user sampling (server view) and Protocol 1 on top.
+CASES = {name: _config(name) for name in algorithm_names()}
+CASES["uldp-avg q=0.5"] = _config("uldp-avg", user_q=0.5)
+CASES["uldp-avg-w secure"] = _config("uldp-avg-w", secure=True, test_keys=True, key_bits=1024)
+CASES["uldp-sgd-w secure q=0.5"] = _config(
+    "uldp-sgd-w", secure=True, test_keys=True, key_bits=1024, user_q=0.5
+)
+FAULT_CASES = {kind: _config("uldp-naive", sigma=sigma, rounds=3) for sigma, (_, _, kind) in FAULTS.items()}
+TIMEOUT = 5.0  # seconds the stalling silo (it sleeps 60) is given; the others get the default
+
+
+@pytest.fixture(scope="module")
+def federation():
+    data = make_data("binary", n=240, users=12, silos=SILOS)
+    outcomes: dict[str, object] = {}
+    spies: dict[str, SpySilos] = {}
+    with tempfile.TemporaryDirectory() as directory:
+        write_partitions(data, directory)
+        description = describe(data, None, directory)
+
+        def serve(grid):
+            for name, cfg in [*CASES.items(), *FAULT_CASES.items()]:
+                timeout = {"timeout": TIMEOUT} if name == "stall" else {}
+                spies[name] = SpySilos(grid, description, **timeout)
+                try:
+                    outcomes[name] = run(data, spies[name], cfg)
+                except (MalformedReply, SiloFailed) as error:
+                    outcomes[name] = error
+            return outcomes
+
+        run_federation(SILOS, serve, client_app=faulty_app)
+    return data, outcomes, spies
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_flower_equals_in_process(federation, name):
+    data, outcomes, _ = federation
+    cfg = CASES[name]
+    flower, local = outcomes[name], train(data, cfg)
+    assert not isinstance(flower, Exception), flower
+    assert len(flower.history) == len(local.history) == cfg.rounds
+    for a, b in zip(flower.history, local.history):
+        assert a.keys() == b.keys()
+        for key in a:
+            if key != "elapsed_s":
+                assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-6), (key, a[key], b[key])
+    for key in local.params:
+        assert np.allclose(flower.params[key].numpy(), local.params[key].numpy(), rtol=0, atol=1e-6)
+    assert flower.summary["epsilon"] == local.summary["epsilon"]  # the same accountant, same plan
+    assert "engine" in flower.assumptions and "engine" not in local.assumptions
+
+
+def test_secure_server_never_sees_the_histogram(federation):
+    data, outcomes, spies = federation
+    for name in ("uldp-avg-w secure", "uldp-sgd-w secure q=0.5"):
+        assert spies[name].server_counts is None
+        assert spies[name].protocol is not None
+    # Without --secure, -w's server weights in the clear, so it is sent the owners (and says so).
+    assert np.array_equal(spies["uldp-avg-w"].server_counts, data.user_silo_counts())
+    assert spies["uldp-avg"].server_counts is None  # uniform weights: the server needs no histogram
+    assert "owner of every record" in outcomes["uldp-avg-w"].assumptions["aggregation"]
+    assert "aggregation" not in outcomes["uldp-avg-w secure"].assumptions
+
+
+EXPECTED = {
+    "crash": (SiloFailed, "silo 1 failed in round 2"),
+    "stall": (SiloFailed, f"silo 1 did not answer within {TIMEOUT:g} s"),
+    "wrong-shape": (MalformedReply, "silo 2 sent a malformed message in round 1: delta has shape"),
+    "wrong-kind": (MalformedReply, "silo 0 sent a malformed message in round 1: a 'user-deltas' message"),
+    "non-finite": (MalformedReply, "silo 1 sent a malformed message in round 1: delta holds non-finite"),
+    "other-silo": (
+        MalformedReply,
+        "silo 2 sent a malformed message in round 2: it claims to come from silo 0",
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", list(EXPECTED))
+def test_a_faulty_silo_stops_the_run_by_name(federation, kind):
+    _, outcomes, _ = federation
+    error = outcomes[kind]
+    cls, text = EXPECTED[kind]
+    assert isinstance(error, cls), error
+    assert text in str(error)
+    assert "\n" not in str(error)  # one line for the CLI's Error:

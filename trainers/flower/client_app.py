@@ -1,0 +1,215 @@
+"""A silo as a Flower ClientApp: it holds its own records and secrets, and answers the server.
+
+The silo's work is the registered algorithm's `silo_update` (trainers/algorithms), run on the
+silo's own copy of the algorithm (built by the same factory, with no other silo's data, and
+given by the server only what `silo_state` says it needs); nothing of the algorithm is written
+again here. Each message is one function call (`ClientApp`), possibly in another worker process
+than the last, so everything the silo must remember between messages lives in the node's own
+Flower `context.state` (never sent anywhere): the run's settings, the path of its data, its noise
+entropy, its algorithm state and its Protocol 1 party. What is costly to rebuild (the tensors,
+the model) is cached per process.
+
+Messages (records.py): setup (settings in, record count and, if the algorithm's server reads
+them, the record owners out), silo state, Protocol 1 setup steps, and rounds.
+
+Randomness: silo s draws round t's noise and sampling from round_rngs(entropy, t)[1][s] (the same
+stream as in process). The entropy is the run's --noise-seed when the user fixed it (then the
+server sends it, and the run is reproducible, not private against whoever knows it), otherwise
+128 bits the silo draws from `secrets` and never sends: the server cannot remove a silo's noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
+from flwr.clientapp import ClientApp
+
+from uldp.errors import ProtocolError, UldpError
+
+from . import records
+
+if TYPE_CHECKING:
+    from ..algorithms.base import Algorithm, SiloData, TrainConfig
+    from ..algorithms.base import Context as AlgoContext
+
+app = ClientApp()
+
+_STATE = "uldp"  # ConfigRecord in context.state: the run as the silo knows it
+_SILO_STATE = "uldp_silo_state"  # ArrayRecord: the algorithm's silo state from the server
+_PARTY = "uldp_protocol1"  # ConfigRecord: the Protocol 1 party, as bytes
+
+
+@dataclasses.dataclass
+class _Silo:
+    """A silo's working set for one run, rebuilt from context.state when not cached."""
+
+    cfg: TrainConfig
+    data: SiloData
+    ctx: AlgoContext
+    algorithm: Algorithm
+    like: dict[str, Any]  # the model's parameters: names, shapes, dtype
+    entropy: int
+
+
+# (run, node, job) -> working set. A job is one training run of the server's: a Flower run may
+# hold several (a server restarted on the same SuperNodes, or tests), and a worker process that
+# served an earlier job must not use its tensors or algorithm state for a later one.
+_CACHE: dict[tuple[int, int, str], _Silo] = {}
+
+
+def _cache_key(context: Context) -> tuple[int, int, str]:
+    return (context.run_id, context.node_id, str(context.state[_STATE]["job"]))
+
+
+def _error_reply(message: Message, error: BaseException) -> Message:
+    # A silo's refusal, in one line: the server reports it by silo and round.
+    text = " ".join(str(error).split()) or type(error).__name__
+    return Message(RecordDict({"error": ConfigRecord({"message": text})}), reply_to=message)
+
+
+def _silo_id(context: Context) -> int:
+    value = context.node_config.get("partition-id")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ProtocolError(
+            f"this SuperNode has no partition-id in its node config (got {value!r}); start it with "
+            "--node-config \"partition-id=S data-file='silo-S.npz'\""
+        )
+    return value
+
+
+@app.query("uldp_setup")
+def setup(message: Message, context: Context) -> Message:
+    """Take the run's settings, find this silo's data, draw its entropy, say how many records."""
+    try:
+        run: Any = message.content["run"]
+        silo = _silo_id(context)
+        if int(run["silos"]) <= silo:
+            raise ProtocolError(f"partition-id {silo} is not a silo of {run['silos']}")
+        data_file = context.node_config.get("data-file")
+        if data_file is None:  # simulation: the run's private partition directory
+            from .partitions import partition_name
+
+            if not run.get("partitions"):
+                raise ProtocolError("this SuperNode has no data-file in its node config")
+            data_file = f"{run['partitions']}/{partition_name(silo)}"
+        seed = run.get("noise_seed", "")
+        entropy = int(seed) if seed else secrets.randbits(128)
+        state = dict(run)
+        state.update({"silo": silo, "data_file": str(data_file), "entropy": str(entropy)})
+        context.state[_STATE] = ConfigRecord(state)
+        context.state.pop(_SILO_STATE, None)
+        context.state.pop(_PARTY, None)
+        working = _working_set(context, cache=False)  # the silo state may still come
+        content = RecordDict({"setup": ConfigRecord({"silo": silo, "records": working.data.size})})
+        if run.get("owners"):  # the algorithm's server reads them (plaintext -w, uldp-group)
+            content["owners"] = records.arrays({"users": working.data.users})
+        return Message(content, reply_to=message)
+    except (UldpError, ValueError, KeyError) as error:
+        return _error_reply(message, error)
+
+
+@app.query("uldp_silo_state")
+def silo_state(message: Message, context: Context) -> Message:
+    """Keep what the server decided for this silo before round 1 (uldp-group's flags)."""
+    try:
+        record = message.content["state"]
+        if not isinstance(record, ArrayRecord):
+            raise ProtocolError("the silo state is not an array record")
+        context.state[_SILO_STATE] = record
+        working = _working_set(context, cache=False)  # refuses a state the algorithm does not take
+        return Message(RecordDict({"ack": ConfigRecord({"silo": working.data.silo})}), reply_to=message)
+    except (UldpError, ValueError, KeyError) as error:
+        return _error_reply(message, error)
+
+
+@app.query("uldp_protocol1")
+def protocol1(message: Message, context: Context) -> Message:
+    """One setup step of Protocol 1 at this silo (protocol1.py runs the steps)."""
+    from .protocol1 import silo_step
+
+    try:
+        return Message(silo_step(message.content, context, _working_set(context)), reply_to=message)
+    except (UldpError, ValueError, KeyError) as error:
+        return _error_reply(message, error)
+
+
+@app.train("uldp_round")
+def train_round(message: Message, context: Context) -> Message:
+    """Round t: the algorithm's silo update on this silo's records, as the server's algorithm
+    expects it (in the clear, or masked and encrypted under Protocol 1)."""
+    from ..runner import round_rngs
+
+    try:
+        working = _working_set(context)
+        content_in: Any = message.content
+        header = content_in["round"]
+        t = int(header["round"])
+        n_silos, silo = working.ctx.n_silos, working.data.silo
+        params = records.read_params(content_in["params"], working.like)
+        plan = records.read_plan(content_in["plan"], t, silo, n_silos, working.ctx.n_users)
+        _, rngs = round_rngs(working.entropy, t, n_silos)
+        update = working.algorithm.silo_update(
+            working.data, params, plan, working.ctx, working.cfg, rngs[silo]
+        )
+        if working.cfg.secure:
+            from .protocol1 import masked_reply
+
+            content = masked_reply(content_in, context, working, update, t)
+        else:
+            content = records.reply_record(update, t)
+        return Message(content, reply_to=message)
+    except (UldpError, ValueError, KeyError) as error:
+        return _error_reply(message, error)
+
+
+def _working_set(context: Context, *, cache: bool = True) -> _Silo:
+    """This silo's settings, records, model and algorithm for the run, from context.state.
+
+    Cached per worker process only once setup is over (rounds and Protocol 1 steps come after
+    the silo state, so a cached set never misses it)."""
+    if _STATE not in context.state:
+        raise ProtocolError("a round arrived before the setup message")
+    key = _cache_key(context)
+    if key in _CACHE:
+        return _CACHE[key]
+    import torch
+
+    from ..algorithms import TrainConfig, make_algorithm
+    from ..algorithms.base import Context as AlgoContext
+    from ..algorithms.base import SiloData
+    from ..models import build_model, loss_for, parameter_count
+    from .partitions import read_partition
+
+    state: Any = context.state[_STATE]
+    cfg = TrainConfig(**json.loads(str(state["config"])))
+    task, silo, n_users = str(state["task"]), int(state["silo"]), int(state["users"])
+    values = read_partition(str(state["data_file"]), silo, n_users, task)
+    label = torch.float32 if task == "survival" else torch.long
+    data = SiloData(
+        silo=silo,
+        x=torch.as_tensor(values["x"], dtype=torch.float32),
+        y=torch.as_tensor(values["y"], dtype=label),
+        users=np.asarray(values["users"], dtype=np.int64),
+        n_users=n_users,
+    )
+    model = build_model(
+        str(state["model"]),
+        task=task,
+        feature_shape=tuple(int(v) for v in json.loads(str(state["feature_shape"]))),
+        n_classes=int(state["n_classes"]),
+    )
+    ctx = AlgoContext(model, loss_for(task), n_users, int(state["silos"]), parameter_count(model), None)
+    algorithm = make_algorithm(cfg, [], task)
+    if _SILO_STATE in context.state:
+        stored: Any = context.state[_SILO_STATE]
+        algorithm.load_silo_state(silo, {name: stored[name].numpy() for name in stored.keys()})
+    like = {k: v.detach() for k, v in model.named_parameters()}
+    working = _Silo(cfg, data, ctx, algorithm, like, int(state["entropy"]))
+    if cache:
+        _CACHE[key] = working
+    return working

@@ -1,0 +1,285 @@
+"""The server's side of a federation on Flower: `FlowerSilos` sends each round to the silos'
+ClientApps through a Flower `Grid` and brings back their messages, for `runner.run`'s round loop.
+
+Before round 1 (`prepare`): wait for one SuperNode per silo, send each the run's settings and
+learn which silo it is (its `partition-id`); ask for the record owners only if the algorithm's
+server reads them (`AlgorithmSpec.server_reads_owners`: plaintext -w weights, uldp-group's
+flags), never under --secure; build the server's algorithm object with the registered factory;
+send each silo its `silo_state`; under --secure, run Protocol 1's setup as message rounds
+(protocol1.py). Each round (`updates`): the global model and the plan to every silo, their
+messages back, each checked (`records.read_reply`).
+
+Faults: a silo that does not answer within `timeout`, or answers with an error, stops the run
+with `SiloFailed` naming the silo(s) and the round: every algorithm here calibrates each silo's
+noise share to |S| silos (and Protocol 1's masks cancel only when all silos answer), so a round
+without a silo would release less noise than the accountant counts. Nothing of the round is
+kept; the checkpoint holds the previous round, to resume from.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from flwr.app import ConfigRecord, RecordDict
+
+from uldp.errors import ProtocolError
+
+from ..algorithms import get_algorithm, make_algorithm
+from . import records
+
+if TYPE_CHECKING:
+    import torch
+    from flwr.serverapp import Grid
+
+    from ..algorithms.base import Algorithm, Context, RoundPlan, TrainConfig
+
+DEFAULT_TIMEOUT = 600.0  # seconds a silo may take for one round
+# Seconds a silo may take for a setup step: the first message starts the silo's worker (Flower's
+# simulation starts Ray actors, which import torch) and reads its data; Protocol 1's keys follow.
+SETUP_TIMEOUT = 600.0
+CONNECT_TIMEOUT = 120.0  # seconds to wait for every silo's SuperNode to connect
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDescription:
+    """What every silo is told of the run besides the settings (all public)."""
+
+    task: str
+    model: str  # model name, built the same at the server and every silo
+    feature_shape: tuple[int, ...]
+    n_classes: int
+    n_users: int
+    n_silos: int
+    n_params: int  # d, the dimension of every message
+    partitions: str = ""  # simulation only: the private directory of the silos' partition files
+
+
+class FlowerSilos:
+    """The silos of a run as Flower SuperNodes, seen from the ServerApp (`runner.Silos`)."""
+
+    def __init__(
+        self,
+        grid: Grid,
+        run: RunDescription,
+        *,
+        timeout: float = DEFAULT_TIMEOUT,
+        setup_timeout: float = SETUP_TIMEOUT,
+    ) -> None:
+        self.grid = grid
+        self.run = run
+        self.timeout = timeout
+        self.setup_timeout = setup_timeout
+        self.nodes: dict[int, int] = {}  # silo -> node id
+        self.protocol: Any = None  # protocol1.ServerParty under --secure
+        self._seeded = False  # the silos were sent the user's --noise-seed
+
+    # --- setup -------------------------------------------------------------------------------
+    def prepare(self, cfg: TrainConfig, task: str, noise_fixed: bool) -> tuple[Algorithm, np.ndarray | None]:
+        import torch
+
+        from ..algorithms.base import SiloData
+
+        spec = get_algorithm(cfg.algo)
+        owners_wanted = spec.server_reads_owners and not cfg.secure
+        node_ids = self._wait_for_nodes()
+        settings = dataclasses.asdict(cfg)
+        settings["noise_seed"] = None  # the server's entropy stays at the server
+        run: dict[str, Any] = {
+            "config": json.dumps(settings),
+            "task": self.run.task,
+            "model": self.run.model,
+            "feature_shape": json.dumps(list(self.run.feature_shape)),
+            "n_classes": self.run.n_classes,
+            "users": self.run.n_users,
+            "silos": self.run.n_silos,
+            "partitions": self.run.partitions,
+            "owners": owners_wanted,
+            # Fixed by the user for an experiment: the silos replay the in-process streams.
+            "noise_seed": str(cfg.noise_seed) if noise_fixed else "",
+            "job": secrets.token_hex(8),  # this training run, among others on the same SuperNodes
+        }
+        self._seeded = noise_fixed
+        content = RecordDict({"run": ConfigRecord(run)})
+        replies = self._exchange({node: content for node in node_ids}, records.SETUP, 0, by_node=True)
+        sizes: dict[int, int] = {}
+        owners: dict[int, np.ndarray] = {}
+        for node, reply in replies.items():
+            header: Any = reply.get("setup")
+            silo = header.get("silo") if isinstance(header, ConfigRecord) else None
+            if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < self.run.n_silos:
+                raise ProtocolError(
+                    f"node {node} answered setup as silo {silo!r}, not a silo of {self.run.n_silos}"
+                )
+            if silo in self.nodes:
+                raise ProtocolError(
+                    f"two SuperNodes ({self.nodes[silo]} and {node}) both claim to be silo {silo}"
+                )
+            self.nodes[silo] = node
+            sizes[silo] = int(header.get("records", -1))
+            if sizes[silo] < 0:
+                raise records.MalformedReply(silo, 0, "no record count")
+            if owners_wanted:
+                try:
+                    users = records.read_arrays(reply.get("owners"), {"users"}, "the owners")["users"]
+                except ValueError as error:
+                    raise records.MalformedReply(silo, 0, str(error)) from None
+                if users.shape != (sizes[silo],) or not np.issubdtype(users.dtype, np.integer):
+                    raise records.MalformedReply(
+                        silo, 0, f"owners of shape {users.shape} for {sizes[silo]} records"
+                    )
+                if len(users) and (users.min() < 0 or users.max() >= self.run.n_users):
+                    raise records.MalformedReply(silo, 0, f"owner ids must lie in [0, {self.run.n_users})")
+                owners[silo] = users.astype(np.int64)
+        empty = torch.zeros((0, *self.run.feature_shape))
+        shells = [
+            SiloData(s, empty, torch.zeros(0), owners.get(s, np.zeros(0, dtype=np.int64)), self.run.n_users)
+            for s in range(self.run.n_silos)
+        ]
+        algorithm = make_algorithm(cfg, shells, task)
+        counts = (
+            np.stack([np.bincount(owners[s], minlength=self.run.n_users) for s in range(self.run.n_silos)])
+            if owners_wanted
+            else None
+        )
+        states = {s: algorithm.silo_state(s) for s in range(self.run.n_silos)}
+        if any(states.values()):
+            messages = {s: RecordDict({"state": records.arrays(states[s])}) for s in states}
+            self._exchange(messages, records.SILO_STATE, 0)
+        if cfg.secure:
+            from .protocol1 import ServerParty
+
+            self.protocol = ServerParty(self, cfg)
+            algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
+        return algorithm, counts
+
+    # --- rounds ------------------------------------------------------------------------------
+    def updates(
+        self,
+        algorithm: Algorithm,
+        round: int,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> list:
+        model = records.params_record(params)
+        extra = self.protocol.round_records(round, plan.sampled) if self.protocol is not None else {}
+        messages = {}
+        for s in range(self.run.n_silos):
+            content = RecordDict(
+                {
+                    "round": ConfigRecord({"round": round, "silo": s}),
+                    "params": model,
+                    "plan": records.plan_record(plan, s),
+                    **extra.get(s, {}),
+                }
+            )
+            messages[s] = content
+        replies = self._exchange(messages, records.ROUND, round)
+        if self.protocol is not None:
+            return [self.protocol.read_masked(replies[s], s, round) for s in range(self.run.n_silos)]
+        like = next(iter(params.values()))
+        expected = algorithm.reply_type(cfg)
+        return [
+            records.read_reply(
+                replies[s],
+                silo=s,
+                round=round,
+                expected=expected,
+                n_params=ctx.n_params,
+                n_users=ctx.n_users,
+                like=like,
+            )
+            for s in range(self.run.n_silos)
+        ]
+
+    def assumptions(self, cfg: TrainConfig) -> dict[str, str]:
+        engine = "Flower's simulation engine (Ray backend)" if self.run.partitions else "a Flower deployment"
+        out = {
+            "engine": (
+                f"{self.run.n_silos} silos as separate parties, Flower ClientApps on their own "
+                f"SuperNodes in {engine}; each read only its own records; noise drawn by each silo "
+                + (
+                    "from the shared --noise-seed"
+                    if cfg.noise_seed is not None and self._seeded
+                    else "from its own 128 bits"
+                )
+            )
+        }
+        if not cfg.secure:
+            owners = get_algorithm(cfg.algo).server_reads_owners
+            out["aggregation"] = (
+                "in the clear at the server: epsilon covers the aggregate and the released model; "
+                "the server sees each silo's message"
+                + (" and the owner of every record (the histogram n_su)" if owners else "")
+                + "; the paper assumes secure aggregation"
+            )
+        return out
+
+    # --- messaging ---------------------------------------------------------------------------
+    def _wait_for_nodes(self) -> list[int]:
+        deadline = time.monotonic() + CONNECT_TIMEOUT
+        while True:
+            nodes = sorted(self.grid.get_node_ids())
+            if len(nodes) >= self.run.n_silos:
+                if len(nodes) > self.run.n_silos:
+                    raise ProtocolError(
+                        f"{len(nodes)} SuperNodes are connected for a federation of {self.run.n_silos} silos"
+                    )
+                return nodes
+            if time.monotonic() > deadline:
+                raise ProtocolError(
+                    f"only {len(nodes)} of {self.run.n_silos} silos' SuperNodes connected within "
+                    f"{CONNECT_TIMEOUT:g} s"
+                )
+            time.sleep(0.05)
+
+    def _exchange(
+        self, contents: dict[int, RecordDict], message_type: str, round: int, *, by_node: bool = False
+    ) -> dict[int, RecordDict]:
+        """Send `contents` (by silo, or by node id when `by_node`) and return every reply's content,
+        by the same key; `SiloFailed` naming who did not answer or answered with an error."""
+        targets = contents if by_node else {self.nodes[s]: c for s, c in contents.items()}
+        name_of = {node: f"SuperNode {node}" for node in targets} if by_node else {}
+        key_of = {node: node for node in targets} if by_node else {self.nodes[s]: s for s in contents}
+        name_of = name_of or {node: f"silo {s}" for node, s in key_of.items()}
+        group = str(round)
+        messages = [
+            self.grid.create_message(content, message_type, node, group) for node, content in targets.items()
+        ]
+        timeout = self.setup_timeout if round == 0 else self.timeout
+        replies = {
+            reply.metadata.src_node_id: reply
+            for reply in self.grid.send_and_receive(messages, timeout=timeout)
+        }
+        missing = [name_of[node] for node in targets if node not in replies]
+        if missing:
+            raise records.SiloFailed(
+                missing, round, f"did not answer within {timeout:g} s (crashed, stopped or too slow)"
+            )
+        out = {}
+        for node, reply in replies.items():
+            if node not in key_of:
+                continue  # a reply from a node we did not ask: ignored
+            who = key_of[node]
+            if reply.has_error():  # the ClientApp raised, or its worker process died
+                reason = " ".join(str(reply.error.reason).split())
+                raise records.SiloFailed([name_of[node]], round, "failed", _short(reason))
+            content = reply.content
+            error: Any = content.get("error")
+            if isinstance(error, ConfigRecord):
+                raise records.SiloFailed([name_of[node]], round, "refused", str(error.get("message")))
+            out[who] = content
+        return out
+
+
+def _short(reason: str, limit: int = 200) -> str:
+    """Flower's error reason, cut to its first sentence (a worker's death carries a page of Ray's
+    diagnostics; the worker's own log keeps them)."""
+    first = reason.split(". ")[0]
+    return first if len(first) <= limit else first[: limit - 3] + "..."
