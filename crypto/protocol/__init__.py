@@ -22,7 +22,7 @@ from uldp.crypto.protocol.run import (
     weighting_round,
 )
 from uldp.crypto.protocol.server import AggregationServer
-from uldp.crypto.protocol.silo import Silo
+from uldp.crypto.protocol.silo import Silo, SiloState
 
 __all__ = [
     "AggregationServer",
@@ -37,6 +37,7 @@ __all__ = [
     "RoundResult",
     "SealedSeedMessage",
     "Silo",
+    "SiloState",
     "largest_value",
     "plaintext_weighted_sum",
     "rounding_tolerance",
