@@ -75,11 +75,13 @@ TAG_NAMES = {b"i": "an int", b"b": "bytes", b"s": "text", b"t": "a tuple", b"d":
 def dumps(envelope: Envelope, *, max_bytes: int = MAX_WIRE_BYTES) -> bytes:
     """`envelope` as bytes (`crypto.channel.encode`), for a Flower record; `loads` inverts it.
 
-    An envelope beyond `max_bytes` is refused here, where its sender can still act on it, rather
-    than at its recipient.
+    What `loads` would refuse (a payload other than a message, an envelope beyond `max_bytes`) is
+    refused here already, where its sender can still act on it, rather than at its recipient.
     """
     if not isinstance(envelope, Envelope):
         raise ProtocolError(f"only an Envelope goes on the wire, got a {type(envelope).__name__}")
+    if type(envelope.payload) not in MESSAGE_TYPES:
+        raise ProtocolError(f"a {type(envelope.payload).__name__} is not a message of Protocol 1")
     try:
         data = encode(envelope)
     except InvalidParameter as error:
@@ -130,7 +132,10 @@ class _Decoder:
     def whole(self, root: type[T]) -> T:
         value, end = self.value(root, 0, len(self.data), 0)
         if end != len(self.data):
-            raise self.fail(f"{len(self.data) - end} bytes after the end of the {root.__name__}", end)
+            extra = len(self.data) - end
+            raise self.fail(
+                f"{extra} trailing byte{'' if extra == 1 else 's'} after the {root.__name__}", end
+            )
         return typing.cast(T, value)
 
     def header(self, start: int, stop: int) -> tuple[bytes, int, int]:

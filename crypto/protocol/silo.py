@@ -28,6 +28,7 @@ from typing import TypeVar
 import gmpy2
 import numpy as np
 
+# The module, not its names: crypto.wire imports crypto.protocol.messages, whose package imports us.
 from uldp.crypto import wire
 from uldp.crypto.channel import (
     KEY_BYTES,
@@ -400,6 +401,11 @@ def _check_state(state: SiloState, params: ProtocolParams) -> None:
             raise ProtocolError(f"{where}: {name} must be {KEY_BYTES} bytes each")
     if len(state.paillier_n) > 1 or len(state.seed) > 1 or any(len(r) != SEED_BYTES for r in state.seed):
         raise ProtocolError(f"{where}: at most one Paillier modulus and one {SEED_BYTES}-byte seed R")
+    try:
+        for n in state.paillier_n:
+            check_modulus(n, params.key_bits, test_keys=params.test_keys)
+    except UldpError as error:
+        raise ProtocolError(f"{where}: {error}") from None
     if any(t < 0 for t in state.rounds_used):
         raise ProtocolError(f"{where}: a negative round index among the rounds used")
 

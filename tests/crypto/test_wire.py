@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import subprocess
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -117,6 +119,13 @@ def python_types(value) -> bool:
     return type(value) in (int, bytes, str)
 
 
+@pytest.mark.parametrize("first", ["uldp.crypto.wire", "uldp.crypto.protocol.silo", "uldp.crypto.protocol"])
+def test_imports_in_any_order(first):
+    """crypto.wire and crypto.protocol import each other's modules: either may be imported first."""
+    code = f"import {first}; from uldp.crypto.wire import loads; from uldp.crypto.protocol import Silo"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
 def test_every_message_kind_may_travel():
     assert set(MESSAGE_TYPES) == set(Message.__subclasses__())
 
@@ -197,8 +206,8 @@ def malformed_inputs() -> dict[str, tuple[bytes, str]]:
     good = dumps(sample_envelope())
     return {
         "empty": (b"", "truncated"),
-        "trailing bytes": (good + b"\0", "1 bytes after the end of the Envelope"),
-        "two envelopes": (good + good, "bytes after the end"),
+        "trailing bytes": (good + b"\0", "1 trailing byte after the Envelope"),
+        "two envelopes": (good + good, "trailing bytes after the Envelope"),
         "unknown tag": (b"x" + good[1:], "unknown type tag b'x'"),
         "length beyond the data": (good[:1] + (2**63).to_bytes(8, "big") + good[9:], "runs beyond the data"),
         "unknown class": (envelope_with(Popen(("rm", "-rf"))), "class 'Popen' where PaillierKeyMessage or"),
@@ -254,6 +263,15 @@ def test_every_truncation_is_refused():
     for length in range(len(data)):
         with pytest.raises(ProtocolError, match="malformed protocol message"):
             loads(data[:length])
+
+
+def test_dumps_refuses_what_loads_would_refuse():
+    with pytest.raises(ProtocolError, match="a Popen is not a message of Protocol 1"):
+        dumps(dataclasses.replace(sample_envelope(), payload=Popen(("ls",))))
+    with pytest.raises(ProtocolError, match="only an Envelope goes on the wire, got a DhKeyMessage"):
+        dumps(DhKeyMessage(1, 2))  # type: ignore[arg-type]
+    with pytest.raises(ProtocolError, match="cannot put this envelope on the wire: .* no booleans"):
+        dumps(dataclasses.replace(sample_envelope(), payload=DhKeyMessage(True, 2)))
 
 
 def test_size_limit_refuses_before_decoding_and_dumps_refuses_too():
@@ -457,7 +475,7 @@ def replace_state(data: bytes, **changes) -> bytes:
         (b"", "malformed silo state: truncated"),
         (dumps(sample_envelope()), "malformed silo state: class 'Envelope' where SiloState is expected"),
         (lambda: fresh_state()[:-1], "malformed silo state"),
-        (lambda: fresh_state() + b"\0", "malformed silo state: 1 bytes after the end"),
+        (lambda: fresh_state() + b"\0", "malformed silo state: 1 trailing byte after the SiloState"),
         (lambda: replace_state(fresh_state(), version=2), "version 2, this code reads version 1"),
         (lambda: replace_state(fresh_state(), seed=(b"short",)), "one 32-byte seed R"),
         (lambda: replace_state(fresh_state(), counts=(1, 2, 3)), "3 counts for 4 users"),
@@ -465,6 +483,7 @@ def replace_state(data: bytes, **changes) -> bytes:
         (lambda: replace_state(fresh_state(), silo=2), r"the channels are those of silo 1"),
         (lambda: replace_state(fresh_state(), mask_seeds=((1, bytes(32)),)), "mask seeds for silos \\[1\\]"),
         (lambda: replace_state(fresh_state(), dh_private=1), "the DH key pair is out of range"),
+        (lambda: replace_state(fresh_state(), paillier_n=(2**1023 + 1,)), "small prime factor 3"),
     ],
 )
 def test_restore_of_a_malformed_state_is_a_protocol_error(data, expected):
