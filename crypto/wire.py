@@ -59,7 +59,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
 
 MAX_WIRE_BYTES = 2**30
 """1 GiB, half of gRPC's 2 GiB message limit that Flower uses. The largest message of Protocol 1 is
-a masked sum, d ciphertexts of 2λ bits (777 bytes each at λ = 3072): 1 GiB holds d of about 1.38
+a masked sum, d ciphertexts of 2λ bits (about 778 bytes each at λ = 3072): 1 GiB holds d of about 1.38
 million, beyond what the silo's Paillier weighting computes in reasonable time."""
 
 MAX_DEPTH = 8

@@ -174,6 +174,25 @@ def test_a_well_formed_but_altered_envelope_is_still_refused_by_its_recipient(ke
         weighting_round(federation, 0, *rounds[0], EVERYONE, workers=1)
 
 
+def test_envelope_and_state_survive_a_flower_record_as_bytes(keypair_1024):
+    """A ConfigRecord bytes value through Flower's own protobuf serialisation, as between nodes."""
+    flwr_app = pytest.importorskip("flwr.app")
+    serde = pytest.importorskip("flwr.common.serde")
+
+    def through_flower(value: bytes) -> bytes:
+        record = flwr_app.RecordDict({"protocol": flwr_app.ConfigRecord({"data": value})})
+        return serde.recorddict_from_proto(serde.recorddict_to_proto(record))["protocol"]["data"]
+
+    counts, rounds = inputs()
+    federation = setup(counts, params(), keypair=keypair_1024)
+    weights = federation.server.encrypted_weights(0, EVERYONE)[1]
+    silo = Silo.restore(through_flower(federation.silos[1].export_state()), params())
+    reply = silo.masked_sum(
+        loads(through_flower(dumps(weights))), rounds[0][0][1], rounds[0][1][1], workers=1
+    )
+    assert loads(through_flower(dumps(reply))) == reply
+
+
 # -- malformed input ---------------------------------------------------------------------------------
 
 
