@@ -37,7 +37,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives import hmac as crypto_hmac
 
-from uldp.crypto.dh import DhKeyPair, hkdf_sha256, shared_secret
+from uldp.crypto.dh import SEED_BYTES, DhKeyPair, hkdf_sha256, shared_secret
 from uldp.errors import InvalidParameter, ProtocolError
 
 SERVER = "server"
@@ -48,6 +48,8 @@ SETUP_ROUND = -1
 
 AUTH_SALT = b"uldp-fl protocol 1 channel authentication"
 TAG_BYTES = 32
+KEY_BYTES = SEED_BYTES
+"""A direction key's length: `hkdf_sha256`'s output."""
 
 
 def silo_name(silo: int) -> str:
@@ -120,6 +122,32 @@ def direction_key(secret: bytes, sender: str, receiver: str) -> bytes:
     return hkdf_sha256(secret, salt=AUTH_SALT, info=f"uldp/protocol1/auth/{sender}->{receiver}".encode())
 
 
+@dataclass(frozen=True)
+class PeerChannel:
+    """One channel of a party, as bytes can hold it: its two direction keys and two counters."""
+
+    peer: str
+    send_key: bytes
+    receive_key: bytes
+    sent: int
+    received: int
+
+
+@dataclass(frozen=True)
+class ChannelsState:
+    """What `Channels` must keep between two messages (`Channels.export_state`).
+
+    The sequence numbers matter as much as the keys: a party restored with older counters would
+    accept a replayed message. The time counters are in integer nanoseconds (the wire format has
+    no floats).
+    """
+
+    name: str
+    peers: tuple[PeerChannel, ...]
+    seconds_ns: int
+    cpu_seconds_ns: int
+
+
 class Channels:
     """One party's ends of its authenticated channels: keys, sequence numbers, and the time spent.
 
@@ -165,6 +193,40 @@ class Channels:
         with self._timing():
             secret = shared_secret(own, peer_public)
         self.connect(peer, secret)
+
+    def export_state(self) -> ChannelsState:
+        """Keys, sequence numbers and time spent, for a party whose code runs once per message.
+
+        A Flower ClientApp is a fresh call per message (`crypto.wire`), so a silo's channels live
+        between two messages in its node's own state, never on the wire.
+        """
+        peers = tuple(
+            PeerChannel(
+                peer, self._send_keys[peer], self._receive_keys[peer], self._sent[peer], self._received[peer]
+            )
+            for peer in sorted(self._send_keys)
+        )
+        return ChannelsState(self.name, peers, round(self.seconds * 1e9), round(self.cpu_seconds * 1e9))
+
+    @classmethod
+    def restore(cls, state: ChannelsState) -> Channels:
+        """The `Channels` that `export_state` gave `state`; ProtocolError if `state` is inconsistent."""
+        channels = cls(state.name)
+        for end in state.peers:
+            if end.peer == state.name or channels.connected(end.peer):
+                raise ProtocolError(f"channel state of {state.name}: a second or self channel {end.peer!r}")
+            if len(end.send_key) != KEY_BYTES or len(end.receive_key) != KEY_BYTES:
+                raise ProtocolError(
+                    f"channel state of {state.name}: a key with {end.peer} is not {KEY_BYTES} bytes"
+                )
+            if end.sent < 0 or end.received < 0:
+                raise ProtocolError(
+                    f"channel state of {state.name}: a negative sequence number with {end.peer}"
+                )
+            channels._send_keys[end.peer], channels._receive_keys[end.peer] = end.send_key, end.receive_key
+            channels._sent[end.peer], channels._received[end.peer] = end.sent, end.received
+        channels.seconds, channels.cpu_seconds = state.seconds_ns / 1e9, state.cpu_seconds_ns / 1e9
+        return channels
 
     def connected(self, peer: str) -> bool:
         return peer in self._send_keys
@@ -240,7 +302,9 @@ __all__ = [
     "SERVER",
     "SETUP_ROUND",
     "Channels",
+    "ChannelsState",
     "Envelope",
+    "PeerChannel",
     "TamperedMessage",
     "describe_round",
     "direction_key",

@@ -23,7 +23,7 @@ from uldp.crypto.protocol.run import (
     weighting_round,
 )
 from uldp.crypto.protocol.server import AggregationServer
-from uldp.crypto.protocol.silo import Silo
+from uldp.crypto.protocol.silo import Silo, SiloState
 
 __all__ = [
     "AggregationServer",
@@ -38,6 +38,7 @@ __all__ = [
     "RoundResult",
     "SealedSeedMessage",
     "Silo",
+    "SiloState",
     "largest_value",
     "plaintext_weighted_sum",
     "rounding_tolerance",

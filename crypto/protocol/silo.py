@@ -9,19 +9,40 @@ A silo is created with the server's DH public key, obtained out of band (the tru
 keys its channel with the server from it at once, and its channel with every other silo from
 their DH keys (setup (b)). Every message it receives is checked (`crypto.channel.Channels.unwrap`)
 before it is used.
+
+On Flower a silo's ClientApp is a fresh function call per message (in simulation, messages of one
+node may even run in different worker processes), so the silo cannot live in memory from one
+message to the next: `export_state` writes every secret and counter it needs to continue as bytes
+for the node's own `context.state`, and `Silo.restore` rebuilds it before the next message. The
+state never leaves the silo's node: it holds the DH private key, the channel keys, the seed R.
 """
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import gmpy2
 import numpy as np
 
-from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, Envelope, silo_name
+# The module, not its names: crypto.wire imports crypto.protocol.messages, whose package imports us.
+from uldp.crypto import wire
+from uldp.crypto.channel import (
+    KEY_BYTES,
+    SERVER,
+    SETUP_ROUND,
+    Channels,
+    ChannelsState,
+    Envelope,
+    encode,
+    silo_name,
+)
 from uldp.crypto.dh import (
+    MODP_3072_ORDER,
+    MODP_3072_PRIME,
     DhKeyPair,
     generate_dh_keypair,
     keys_from_secret,
@@ -44,7 +65,7 @@ from uldp.crypto.protocol.messages import (
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.sealing import open_sealed, seal
 from uldp.crypto.weighting import encrypted_weighted_sum, user_factors
-from uldp.errors import ProtocolError
+from uldp.errors import ProtocolError, UldpError
 
 SEED_OWNER = 0
 """The silo that draws R (setup (c))."""
@@ -52,6 +73,53 @@ SEED_OWNER = 0
 SEED_BYTES = 32
 
 M = TypeVar("M", bound=Message)
+
+STATE_VERSION = 1
+"""The layout of `SiloState`; a state of another version is refused, not misread."""
+
+
+@dataclass(frozen=True)
+class SiloState:
+    """Everything a silo needs to continue Protocol 1 after its process ends (`Silo.export_state`).
+
+    Ints, bytes, str and tuples only (`crypto.wire`). A value not known yet is an empty tuple: the
+    Paillier modulus before setup (a), the seed R before setup (c). `silos`, `users`, `dimension`
+    and the digest of every protocol parameter (`params_digest`) let `Silo.restore` refuse a state
+    restored under other parameters; the parameters themselves are the caller's.
+    """
+
+    version: int
+    silo: int
+    silos: int
+    users: int
+    dimension: int
+    params_digest: bytes
+    counts: tuple[int, ...]
+    dh_private: int
+    dh_public: int
+    channels: ChannelsState
+    paillier_n: tuple[int, ...]
+    mask_seeds: tuple[tuple[int, bytes], ...]
+    seal_keys: tuple[tuple[int, bytes], ...]
+    seed: tuple[bytes, ...]
+    rounds_used: tuple[int, ...]
+
+
+def params_digest(params: ProtocolParams) -> bytes:
+    """SHA-256 of every field of `params` (floats as exact hex), to match a state with its params."""
+    encoding = params.encoding
+    fields = (
+        "uldp/protocol1/params/v1",
+        params.silos,
+        params.users,
+        params.dimension,
+        params.key_bits,
+        int(params.test_keys),
+        float(encoding.precision).hex(),
+        encoding.n_max,
+        float(encoding.value_bound).hex(),
+    )
+    return hashlib.sha256(encode(fields)).digest()
 
 
 class Silo:
@@ -85,6 +153,57 @@ class Silo:
         self._seed: bytes | None = secrets.token_bytes(SEED_BYTES) if silo_id == SEED_OWNER else None
         self._blinds: list[gmpy2.mpz] | None = None
         self._rounds_used: set[int] = set()
+
+    def export_state(self) -> bytes:
+        """This silo's secrets and counters as bytes (`SiloState` in the `crypto.wire` format).
+
+        For the node's own Flower `context.state`, between two messages: Flower runs a ClientApp
+        per message. The bytes hold the DH private key, the channel keys and the seed R, so they
+        must never leave the silo's node. What is not kept: the inbox (what this call received)
+        and the blinds r_u, which are derived from R again when needed.
+        """
+        state = SiloState(
+            version=STATE_VERSION,
+            silo=self.id,
+            silos=self.params.silos,
+            users=self.params.users,
+            dimension=self.params.dimension,
+            params_digest=params_digest(self.params),
+            counts=tuple(self._counts),
+            dh_private=self._dh.private,
+            dh_public=self._dh.public,
+            channels=self.channels.export_state(),
+            paillier_n=() if self._public_key is None else (int(self._public_key.n),),
+            mask_seeds=tuple(sorted(self._mask_seeds.items())),
+            seal_keys=tuple(sorted(self._seal_keys.items())),
+            seed=() if self._seed is None else (self._seed,),
+            rounds_used=tuple(sorted(self._rounds_used)),
+        )
+        return encode(state)
+
+    @classmethod
+    def restore(cls, data: bytes, params: ProtocolParams) -> Silo:
+        """The silo that `export_state` wrote as `data`, to continue the protocol under `params`.
+
+        It refuses a replayed message and a used round index exactly as the silo that exported
+        it would. ProtocolError if `data` is not a well-formed state, or is one for other params.
+        """
+        state = wire.decode(data, SiloState, what="silo state")
+        _check_state(state, params)
+        silo = cls.__new__(cls)  # not __init__: that draws fresh DH keys and a fresh seed
+        silo.id = state.silo
+        silo.params = params
+        silo.inbox = []
+        silo._counts = list(state.counts)
+        silo._dh = DhKeyPair(state.dh_private, state.dh_public)
+        silo.channels = Channels.restore(state.channels)
+        silo._public_key = PublicKey(gmpy2.mpz(state.paillier_n[0])) if state.paillier_n else None
+        silo._mask_seeds = dict(state.mask_seeds)
+        silo._seal_keys = dict(state.seal_keys)
+        silo._seed = state.seed[0] if state.seed else None
+        silo._blinds = None
+        silo._rounds_used = set(state.rounds_used)
+        return silo
 
     # Setup (a).
     def dh_key(self) -> Envelope:
@@ -246,6 +365,49 @@ class Silo:
 
     def _modulus(self) -> gmpy2.mpz:
         return self._public().n
+
+
+def _check_state(state: SiloState, params: ProtocolParams) -> None:
+    """ProtocolError unless `state` is a consistent silo state made under `params`."""
+    where = f"silo state (silo {state.silo})"
+    if state.version != STATE_VERSION:
+        raise ProtocolError(f"{where}: version {state.version}, this code reads version {STATE_VERSION}")
+    made = (state.silos, state.users, state.dimension)
+    given = (params.silos, params.users, params.dimension)
+    if made != given or state.params_digest != params_digest(params):
+        raise ProtocolError(
+            f"{where} was made under other protocol parameters: silos, users, d = {made}, "
+            f"now {given}" + ("" if made != given else " (and another key size or encoding)")
+        )
+    if not 0 <= state.silo < params.silos:
+        raise ProtocolError(f"{where}: the silo id is not in [0, {params.silos})")
+    if len(state.counts) != params.users:
+        raise ProtocolError(f"{where}: {len(state.counts)} counts for {params.users} users")
+    try:
+        for u, n_su in enumerate(state.counts):
+            params.encoding.check_count(n_su, f"n_(s={state.silo},u={u})")
+    except UldpError as error:
+        raise ProtocolError(f"{where}: {error}") from None
+    if not (2 <= state.dh_private < MODP_3072_ORDER and 1 < state.dh_public < MODP_3072_PRIME - 1):
+        raise ProtocolError(f"{where}: the DH key pair is out of range")
+    if state.channels.name != silo_name(state.silo):
+        raise ProtocolError(f"{where}: the channels are those of {state.channels.name}")
+    others = set(range(params.silos)) - {state.silo}
+    for name, keys in (("mask seeds", state.mask_seeds), ("sealing keys", state.seal_keys)):
+        peers = [peer for peer, _ in keys]
+        if len(set(peers)) != len(peers) or not set(peers) <= others:
+            raise ProtocolError(f"{where}: {name} for silos {peers}, not other silos of {params.silos}")
+        if any(len(key) != KEY_BYTES for _, key in keys):
+            raise ProtocolError(f"{where}: {name} must be {KEY_BYTES} bytes each")
+    if len(state.paillier_n) > 1 or len(state.seed) > 1 or any(len(r) != SEED_BYTES for r in state.seed):
+        raise ProtocolError(f"{where}: at most one Paillier modulus and one {SEED_BYTES}-byte seed R")
+    try:
+        for n in state.paillier_n:
+            check_modulus(n, params.key_bits, test_keys=params.test_keys)
+    except UldpError as error:
+        raise ProtocolError(f"{where}: {error}") from None
+    if any(t < 0 for t in state.rounds_used):
+        raise ProtocolError(f"{where}: a negative round index among the rounds used")
 
 
 def _seed_context(recipient: int) -> bytes:
