@@ -108,7 +108,7 @@ def test_secure_server_never_sees_the_histogram(federation):
 
 
 EXPECTED = {
-    "crash": (SiloFailed, "silo 1 failed in round 2"),
+    "crash": (SiloFailed, "failed in round 2: "),
     "stall": (SiloFailed, f"silo 1 did not answer within {TIMEOUT:g} s"),
     "wrong-shape": (MalformedReply, "silo 2 sent a malformed message in round 1: delta has shape"),
     "wrong-kind": (MalformedReply, "silo 0 sent a malformed message in round 1: a 'user-deltas' message"),
@@ -127,4 +127,6 @@ def test_a_faulty_silo_stops_the_run_by_name(federation, kind):
     cls, text = EXPECTED[kind]
     assert isinstance(error, cls), error
     assert text in str(error)
+    if kind == "crash":  # its worker died; a silo queued on the same worker may go down with it
+        assert "silo 1" in str(error).split(" failed")[0]
     assert "\n" not in str(error)  # one line for the CLI's Error:

@@ -263,18 +263,22 @@ class FlowerSilos:
                 missing, round, f"did not answer within {timeout:g} s (crashed, stopped or too slow)"
             )
         out = {}
-        for node, reply in replies.items():
-            if node not in key_of:
-                continue  # a reply from a node we did not ask: ignored
-            who = key_of[node]
+        failed: dict[str, str] = {}  # every party that failed (a dead worker takes its queue along)
+        refused: dict[str, str] = {}
+        for node in sorted(targets, key=lambda n: key_of[n]):
+            reply, who = replies[node], key_of[node]
             if reply.has_error():  # the ClientApp raised, or its worker process died
-                reason = " ".join(str(reply.error.reason).split())
-                raise records.SiloFailed([name_of[node]], round, "failed", _short(reason))
+                failed[name_of[node]] = _short(" ".join(str(reply.error.reason).split()))
+                continue
             content = reply.content
             error: Any = content.get("error")
             if isinstance(error, ConfigRecord):
-                raise records.SiloFailed([name_of[node]], round, "refused", str(error.get("message")))
+                refused[name_of[node]] = str(error.get("message"))
+                continue
             out[who] = content
+        for problems, what in ((failed, "failed"), (refused, "refused")):
+            if problems:
+                raise records.SiloFailed(list(problems), round, what, next(iter(problems.values())))
         return out
 
 
