@@ -456,6 +456,7 @@ def ignore_signals() -> None:
 
 def deploy_and_run(deployment: Deployment, args: argparse.Namespace) -> int:
     """Bring the deployment up, run the app, return the run's exit status."""
+    started = time.monotonic()
     subprocess.run(
         ["bash", str(HERE / "make_certificates.sh"), str(deployment.certs)],
         check=True,
@@ -519,13 +520,16 @@ def deploy_and_run(deployment: Deployment, args: argparse.Namespace) -> int:
                 ],
             )
     wait_until_online(deployment, node_ids, STARTUP_TIMEOUT_S)
-    print(f"federation: SuperLink {link_address}, {count} SuperNodes online", flush=True)
+    up_s = time.monotonic() - started
+    print(f"federation: SuperLink {link_address}, {count} SuperNodes online after {up_s:.1f} s", flush=True)
 
     command = ["flwr", "run", str(args.app.resolve()), CONNECTION, "--stream"]
     for item in args.run_config:
         command += ["--run-config", item]
     runner = start_foreground(deployment, command)
-    if runner.wait() != 0:
+    runner.wait()
+    print(f"federation: run took {time.monotonic() - started - up_s:.1f} s", flush=True)
+    if runner.returncode != 0:
         print(f"federation: `flwr run` exited with status {runner.returncode}", file=sys.stderr, flush=True)
         return 1
     status, details = run_status(deployment)

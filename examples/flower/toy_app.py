@@ -12,7 +12,6 @@ It stands in for ``uldp.trainers.flower.server_app:app`` /
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
@@ -85,6 +84,8 @@ def main(grid: Grid, context: Context) -> None:
         if len(lines) != len(node_ids):
             failed = True
     if failed:
-        # A non-zero exit marks the run as failed, which federation.py reports.
-        sys.exit(1)
+        # Raise, never sys.exit(): flwr-serverapp marks the run failed (and flushes the
+        # streamed stdout) only for an Exception; a SystemExit kills it silently and the
+        # SuperLink declares the run failed a minute later, for a missing heartbeat.
+        raise RuntimeError("some nodes replied with an error")
     print("toy: done", flush=True)
