@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
 from types import FrameType
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 CONNECTION = "loopback"
@@ -310,7 +311,7 @@ def wait_for_port(deployment: Deployment, port: int, timeout: float) -> None:
             time.sleep(0.2)
 
 
-def flwr_json(deployment: Deployment, *args: str) -> dict[str, object]:
+def flwr_json(deployment: Deployment, *args: str) -> dict[str, Any]:
     """Run a `flwr ... --format json` command and return its JSON answer."""
     result = flwr(deployment, *args, "--format", "json")
     # Some commands print a status line before the JSON object.
@@ -340,7 +341,7 @@ def wait_until_online(deployment: Deployment, node_ids: Sequence[str], timeout: 
     while True:
         check_alive(deployment)
         nodes = flwr_json(deployment, "supernode", "ls", CONNECTION)["nodes"]
-        online = {str(node["node-id"]) for node in nodes if node.get("status") == "online"}  # type: ignore[union-attr]
+        online = {str(node["node-id"]) for node in nodes if node.get("status") == "online"}
         if set(node_ids) <= online:
             return
         if time.monotonic() > deadline:
@@ -351,9 +352,9 @@ def wait_until_online(deployment: Deployment, node_ids: Sequence[str], timeout: 
 def run_status(deployment: Deployment) -> tuple[str, str]:
     """Return (status, details) of the one run this SuperLink has seen."""
     runs = flwr_json(deployment, "ls", CONNECTION)["runs"]
-    if not runs:  # type: ignore[arg-type]
+    if not runs:
         raise DeploymentError("the SuperLink lists no run")
-    run = runs[-1]  # type: ignore[index]
+    run = runs[-1]
     return str(run["status"]), str(run.get("status-details", ""))
 
 
@@ -409,9 +410,10 @@ def teardown(deployment: Deployment) -> list[int]:
                 os.killpg(process.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
+    deadline = time.monotonic() + TERMINATE_GRACE_S  # one grace period for all, not each
     for _name, process in deployment.processes:
         try:
-            process.wait(timeout=TERMINATE_GRACE_S)
+            process.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             pass
     left = wait_gone(deployment.tag, 2.0)

@@ -28,7 +28,7 @@ client_app = ClientApp()
 def sum_data_file(path: Path) -> float:
     """Return the sum of the numbers in ``path``, one per line (blank lines skipped)."""
     text = path.read_text(encoding="utf-8")
-    return sum(float(line) for line in text.splitlines() if line.strip())
+    return sum((float(line) for line in text.splitlines() if line.strip()), 0.0)
 
 
 @client_app.query()
@@ -74,7 +74,9 @@ def main(grid: Grid, context: Context) -> None:
                 print(f"toy: round {server_round}: error {reply.error.reason}", flush=True)
                 continue
             record = reply.content.metric_records[REPLY_KEY]
-            lines.append((int(record["partition-id"]), float(record["sum"])))
+            partition_id, data_sum = record["partition-id"], record["sum"]
+            assert isinstance(partition_id, int) and isinstance(data_sum, (int, float))
+            lines.append((partition_id, float(data_sum)))
         for partition_id, data_sum in sorted(lines):
             print(
                 f"toy: round {server_round}/{num_rounds}: partition {partition_id} sum {data_sum:g}",
