@@ -38,8 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -430,21 +429,19 @@ def teardown(deployment: Deployment) -> list[int]:
     return left
 
 
-@contextmanager
-def signals_raise() -> Iterator[None]:
-    """Turn SIGTERM, SIGHUP and SIGINT into `Stopped`, so `finally` blocks run."""
+def raise_on_signals() -> None:
+    """Turn the first SIGTERM, SIGHUP or SIGINT into `Stopped`, so `finally` blocks run.
+
+    The handler ignores any further signal first: a second Ctrl-C must not interrupt
+    the teardown that the first one started.
+    """
 
     def handler(signum: int, _frame: FrameType | None) -> None:
+        ignore_signals()
         raise Stopped(signum)
 
-    previous = {
-        signum: signal.signal(signum, handler) for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
-    }
-    try:
-        yield
-    finally:
-        for signum, old in previous.items():
-            signal.signal(signum, old)
+    for signum in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+        signal.signal(signum, handler)
 
 
 def ignore_signals() -> None:
@@ -572,17 +569,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     deployment = Deployment(root=root, env=env, tag=str(root))
     status = 1
     try:
-        with signals_raise():
+        try:
+            raise_on_signals()
             wrapper_bin(root / "bin")
             deployment.logs.mkdir()
             status = deploy_and_run(deployment, args)
+        except (DeploymentError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
+            stderr = err.stderr if isinstance(err, subprocess.CalledProcessError) else None
+            detail = stderr.decode(errors="replace") if isinstance(stderr, bytes) else ""
+            print(f"federation: error: {err}\n{detail}".rstrip(), file=sys.stderr, flush=True)
+            status = 2
+    # Outside the inner try, so that a signal during the error report is caught too.
     except Stopped as stop:
         print(f"federation: stopped by signal {stop.signum}", file=sys.stderr, flush=True)
         status = 128 + stop.signum
-    except (DeploymentError, subprocess.CalledProcessError, subprocess.TimeoutExpired) as err:
-        detail = err.stderr.decode() if isinstance(err, subprocess.CalledProcessError) and err.stderr else ""
-        print(f"federation: error: {err}{detail}", file=sys.stderr, flush=True)
-        status = 2
     finally:
         ignore_signals()
         left = teardown(deployment)
