@@ -324,9 +324,11 @@ def train(
         on_round=on_round,
     )
     if engine == "flower":
+        from .flower.deployment import current_grid, deploy
         from .flower.simulation import simulate
 
-        return simulate(data, cfg, **options)
+        grid = current_grid()  # inside a deployed ServerApp (uldp.cli.flower_app)
+        return simulate(data, cfg, **options) if grid is None else deploy(data, cfg, grid, **options)
     if engine != "local":
         raise InvalidParameter(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return run(data, LocalSilos(build_silos(data, device), data.user_silo_counts()), cfg, **options)
@@ -418,7 +420,7 @@ def run(
                     "params": params,
                     "history": history,
                     "config": _comparable(cfg),
-                    "dataset": _data_key(data),
+                    "dataset": data_key(data),
                     "elapsed": row["elapsed_s"],
                     "torch_rng": torch.get_rng_state(),
                     "noise_entropy": cfg.noise_seed,
@@ -494,7 +496,7 @@ def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: st
     if not checkpoint.exists():
         return None
     state = read_checkpoint(checkpoint, device)
-    if state["config"] != _comparable(cfg) or state["dataset"] != _data_key(data):
+    if state["config"] != _comparable(cfg) or state["dataset"] != data_key(data):
         raise InvalidParameter(
             f"{checkpoint} was written by a different run (settings or data differ); "
             "use the same flags, or another --checkpoint directory"
@@ -520,7 +522,7 @@ def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
     return dataclasses.replace(cfg, noise_seed=entropy)
 
 
-def _data_key(data) -> dict:
+def data_key(data) -> dict:
     return {
         "name": data.name,
         "n_train": int(len(data.y_train)),

@@ -1,7 +1,7 @@
-"""examples/flower/federation.py, run as a user would: a loopback SuperLink (TLS, SuperNode
-authentication) with one SuperNode per data file runs the toy app; afterwards, whether it
-ended normally, failed or was stopped by SIGTERM, no process it started is left and its
-temporary directory is gone.
+"""examples/flower/, run as a user would: a loopback SuperLink (TLS, SuperNode authentication)
+with one SuperNode per data file runs uldp's apps on the heart-disease hospitals (and equals the
+same run in process), or the toy app; afterwards, whether it ended normally, failed or was
+stopped by Ctrl-C, no process it started is left and its temporary directory is gone.
 
 Each deployment takes 30-60 s on a small machine (three Python services start, and every
 message starts a fresh flwr-clientapp process): hence `slow`.
@@ -9,6 +9,7 @@ message starts a fresh flwr-clientapp process): hence `slow`.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -24,6 +25,7 @@ pytest.importorskip("flwr")
 
 ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "examples" / "flower" / "federation.py"
+HEART = ROOT / "examples" / "flower" / "heart_disease.py"
 TAG = "ULDP_TEST_FLOWER_TAG"
 
 
@@ -71,25 +73,39 @@ def assert_all_gone(tag: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_two_silos_run_the_toy_app_and_leave_nothing(tmp_path: Path) -> None:
+def test_heart_disease_hospitals_run_uldp_avg_w_secure_as_in_process(tmp_path: Path) -> None:
     env, tag = harness_env(tmp_path)
-    silos = write_silos(tmp_path, "1\n2\n3.5\n", "10\n-4\n")
-    # --run-config passes through to `flwr run`: 3 rounds instead of the app's 2.
+    metrics, local = tmp_path / "flower.jsonl", tmp_path / "local.jsonl"
+    settings = ["--rounds", "2", "--noise-seed", "4"]
     proc = subprocess.run(
-        [sys.executable, str(HARNESS), *silos, "--run-config", "num-rounds=3"],
+        [sys.executable, str(HEART), *settings, "--test-keys", "--metrics", str(metrics)],
         env=env,
         capture_output=True,
         text=True,
-        timeout=400,
+        timeout=600,
     )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    toy = [line for line in proc.stdout.splitlines() if line.startswith("toy:") and "took" not in line]
-    rounds = [
-        f"toy: round {r}/3: partition {p} sum {s}" for r in (1, 2, 3) for p, s in ((0, "6.5"), (1, "6"))
-    ]
-    assert toy == ["toy: 2 nodes connected", *rounds, "toy: done"]
-    assert "federation: SuperLink 127.0.0.1:" in proc.stdout
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "uldp train: uldp-avg-w on heart-disease (real data)" in proc.stdout  # the command's table
+    assert "4 silos as separate parties" in proc.stdout and "a Flower deployment" in proc.stdout
+    assert "Protocol 1" in proc.stdout
+    same = subprocess.run(
+        [sys.executable, "-m", "uldp.cli", "train", "--algo", "uldp-avg-w", "--dataset", "heart-disease"]
+        + ["--users", "200", "--seed", "0", "--secure", "--key-bits", "1024", "--test-keys", *settings]
+        + ["--metrics", str(local)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert same.returncode == 0, same.stderr
+    deployed = [json.loads(line) for line in metrics.read_text().splitlines()]
+    in_process = [json.loads(line) for line in local.read_text().splitlines()]
+    assert len(deployed) == len(in_process) == 2
+    for a, b in zip(deployed, in_process):
+        for key in b:
+            if key != "elapsed_s":
+                assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-6), key
     assert_all_gone(tag, tmp_path)
+    assert list((tmp_path / "tmp").glob("uldp-hospitals-*")) == []
 
 
 @pytest.mark.slow
@@ -111,7 +127,7 @@ def test_a_failing_clientapp_fails_the_run_with_status_1(tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-def test_sigterm_mid_run_tears_everything_down(tmp_path: Path) -> None:
+def test_ctrl_c_mid_run_tears_everything_down(tmp_path: Path) -> None:
     env, tag = harness_env(tmp_path)
     silos = write_silos(tmp_path, "1\n", "2\n")
     proc = subprocess.Popen(
@@ -138,8 +154,8 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path: Path) -> None:
         assert seen.wait(timeout=400), "".join(lines)
         assert tagged_processes(tag), "the deployment should be running"
         started = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=120) == 128 + signal.SIGTERM
+        proc.send_signal(signal.SIGINT)  # what Ctrl-C sends
+        assert proc.wait(timeout=120) == 128 + signal.SIGINT
         assert time.monotonic() - started < 60
     finally:
         if proc.poll() is None:
@@ -147,7 +163,7 @@ def test_sigterm_mid_run_tears_everything_down(tmp_path: Path) -> None:
             proc.wait()
     reader.join(timeout=10)
     assert proc.stderr is not None
-    assert "federation: stopped by signal 15" in proc.stderr.read()
+    assert "federation: stopped by signal 2" in proc.stderr.read()
     assert_all_gone(tag, tmp_path)
 
 

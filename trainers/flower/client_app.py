@@ -188,7 +188,7 @@ def _working_set(context: Context, *, cache: bool = True) -> _Silo:
     state: Any = context.state[_STATE]
     cfg = TrainConfig(**json.loads(str(state["config"])))
     task, silo, n_users = str(state["task"]), int(state["silo"]), int(state["users"])
-    values = read_partition(str(state["data_file"]), silo, n_users, task)
+    values = read_partition(str(state["data_file"]), silo, n_users, task, str(state["federation"]))
     label = torch.float32 if task == "survival" else torch.long
     data = SiloData(
         silo=silo,

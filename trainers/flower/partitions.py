@@ -11,6 +11,8 @@ and `write_partitions` makes them from any data set `uldp train` reads (docs/flo
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -21,7 +23,15 @@ from uldp.errors import DataError
 
 from ..atomic import atomic_write
 
-KEYS = frozenset(("x", "y", "users", "silo", "n_users", "task"))
+KEYS = frozenset(("x", "y", "users", "silo", "n_users", "task", "federation"))
+
+
+def federation_id(data) -> str:
+    """A digest of the federation `data` describes (data set, sizes, allocation): the server
+    sends it, and a silo refuses a partition file written for another federation."""
+    from ..runner import data_key
+
+    return hashlib.sha256(json.dumps(data_key(data), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def partition_name(silo: int) -> str:
@@ -43,6 +53,7 @@ def write_partitions(data, directory: str | os.PathLike) -> list[Path]:
             "silo": np.asarray(s, dtype=np.int64),
             "n_users": np.asarray(data.n_users, dtype=np.int64),
             "task": np.asarray(data.task),
+            "federation": np.asarray(federation_id(data)),
         }
         atomic_write(path, functools.partial(_save, arrays=arrays), mode=0o600)
         paths.append(path)
@@ -53,9 +64,11 @@ def _save(handle, *, arrays: dict[str, Any]) -> None:
     np.savez(handle, **arrays)
 
 
-def read_partition(path: str | os.PathLike, silo: int, n_users: int, task: str) -> dict[str, np.ndarray]:
+def read_partition(
+    path: str | os.PathLike, silo: int, n_users: int, task: str, federation: str
+) -> dict[str, np.ndarray]:
     """Silo `silo`'s records from `path`; `DataError` naming the file unless it is that silo's
-    partition of a federation of `n_users` users and this task."""
+    partition of this federation (`federation_id`) of `n_users` users and this task."""
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
@@ -72,6 +85,11 @@ def read_partition(path: str | os.PathLike, silo: int, n_users: int, task: str) 
         raise DataError(
             f"data-file {path} belongs to a federation of {int(values['n_users'])} users "
             f"({values['task']}), not this run's {n_users} ({task})"
+        )
+    if str(values["federation"]) != federation:
+        raise DataError(
+            f"data-file {path} was written for another federation (data set, users, silos, seed or "
+            "allocation differ from the server's); write the partitions with the server's settings"
         )
     n = len(values["users"])
     if len(values["x"]) != n or len(values["y"]) != n:

@@ -75,6 +75,14 @@ def _read_envelope(content: Any, silo: int, round: int, key: str = "envelope") -
         raise records.MalformedReply(silo, round, str(error)) from None
 
 
+def _bytes(record: Any, key: str) -> bytes:
+    """The bytes field `key` of a Protocol 1 record; ProtocolError if it is missing or not bytes."""
+    value = record.get(key) if isinstance(record, ConfigRecord) else None
+    if not isinstance(value, bytes):
+        raise ProtocolError(f"the Protocol 1 message has no {key}")
+    return value
+
+
 def _record(**values: Any) -> RecordDict:
     return RecordDict({"protocol1": ConfigRecord(values)})
 
@@ -180,7 +188,7 @@ def _load_party(context: Context, working: _Silo) -> Any:
         raise ProtocolError("a Protocol 1 message arrived before the protocol's start")
     stored = context.state[_PARTY]
     params = _params(working.cfg, working, json.loads(str(stored["encoding"])))
-    return Silo.restore(stored["party"], params)
+    return Silo.restore(_bytes(stored, "party"), params)
 
 
 def _save_party(context: Context, party: Any, encoding: str) -> None:
@@ -213,8 +221,8 @@ def silo_step(content: RecordDict, context: Context, working: _Silo) -> RecordDi
     party = _load_party(context, working)
     encoding = str(context.state[_PARTY]["encoding"])
     if step == "keys":
-        party.receive_paillier_key(loads(record["paillier"]))
-        party.receive_dh_keys(loads(record["dh_keys"]))
+        party.receive_paillier_key(loads(_bytes(record, "paillier")))
+        party.receive_dh_keys(loads(_bytes(record, "dh_keys")))
         values: dict[str, Any] = {}
         if silo == 0:
             for envelope in party.sealed_seeds():
@@ -225,7 +233,7 @@ def silo_step(content: RecordDict, context: Context, working: _Silo) -> RecordDi
         return _record(**values)
     if step == "histogram":
         if "sealed" in record:
-            party.receive_sealed_seed(loads(record["sealed"]))
+            party.receive_sealed_seed(loads(_bytes(record, "sealed")))
         reply = _record(envelope=_envelope_bytes(party.blinded_histogram()))
         _save_party(context, party, encoding)
         return reply
@@ -242,7 +250,7 @@ def masked_reply(
 
     party = _load_party(context, working)
     record = content["protocol1"]
-    envelope = loads(record["envelope"])
+    envelope = loads(_bytes(record, "envelope"))
     rows, noise = protocol_inputs(update, working.ctx.n_users)
     masked = party.masked_sum(envelope, rows, noise)
     _save_party(context, party, str(context.state[_PARTY]["encoding"]))

@@ -25,7 +25,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from flwr.app import ConfigRecord, RecordDict
+from flwr.app import ConfigRecord, Message, RecordDict
 
 from uldp.errors import ProtocolError
 
@@ -56,6 +56,7 @@ class RunDescription:
     n_users: int
     n_silos: int
     n_params: int  # d, the dimension of every message
+    federation: str  # partitions.federation_id of the data: a silo checks its file against it
     partitions: str = ""  # simulation only: the private directory of the silos' partition files
 
 
@@ -97,6 +98,7 @@ class FlowerSilos:
             "n_classes": self.run.n_classes,
             "users": self.run.n_users,
             "silos": self.run.n_silos,
+            "federation": self.run.federation,
             "partitions": self.run.partitions,
             "owners": owners_wanted,
             # Fixed by the user for an experiment: the silos replay the in-process streams.
@@ -250,7 +252,8 @@ class FlowerSilos:
         name_of = name_of or {node: f"silo {s}" for node, s in key_of.items()}
         group = str(round)
         messages = [
-            self.grid.create_message(content, message_type, node, group) for node, content in targets.items()
+            Message(content, dst_node_id=node, message_type=message_type, group_id=group)
+            for node, content in targets.items()
         ]
         timeout = self.setup_timeout if round == 0 else self.timeout
         replies = {

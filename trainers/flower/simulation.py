@@ -47,6 +47,7 @@ def describe(data, model_name: str | None, partitions: str = "") -> RunDescripti
     """What the silos are told of `data`'s federation and model (public), and where, in a
     simulation, their partition files lie."""
     from ..models import build_model, default_model_name, parameter_count
+    from .partitions import federation_id
 
     model_name = model_name or default_model_name(data.name, data.task, data.feature_shape)
     model = build_model(
@@ -60,6 +61,7 @@ def describe(data, model_name: str | None, partitions: str = "") -> RunDescripti
         n_users=data.n_users,
         n_silos=data.n_silos,
         n_params=parameter_count(model),
+        federation=federation_id(data),
         partitions=partitions,
     )
 
