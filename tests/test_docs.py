@@ -102,6 +102,11 @@ SLOW: dict[BlockName, str] = {
         "protocol.md",
         "uldp bench protocol --params 16,50,107 --users 20",
     ): "takes 29 s (3072-bit Paillier): set ULDP_DOC_SLOW=1",
+    (
+        "flower.md",
+        "--engine flower",
+    ): "takes 30-60 s (starts Ray, and a worker per CPU that imports torch): set ULDP_DOC_SLOW=1; "
+    "tests/flower/test_engine_cli.py runs the same engine on every CI run",
 }
 
 # Blocks that cannot run here at all, and why.
