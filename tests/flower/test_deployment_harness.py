@@ -1,7 +1,7 @@
 """examples/flower/, run as a user would: a loopback SuperLink (TLS, SuperNode authentication)
 with one SuperNode per data file runs uldp's apps on the heart-disease hospitals (and equals the
-same run in process), or the toy app; afterwards, whether it ended normally, failed or was
-stopped by Ctrl-C, no process it started is left and its temporary directory is gone.
+same run in process), or the toy app; afterwards, whether it ended normally or was stopped by
+Ctrl-C, no process it started is left and its temporary directory is gone.
 
 Each deployment takes 30-60 s on a small machine (three Python services start, and every
 message starts a fresh flwr-clientapp process): hence `slow`.
@@ -76,7 +76,7 @@ def assert_all_gone(tag: str, tmp_path: Path) -> None:
 def test_heart_disease_hospitals_run_uldp_avg_w_secure_as_in_process(tmp_path: Path) -> None:
     env, tag = harness_env(tmp_path)
     metrics, local = tmp_path / "flower.jsonl", tmp_path / "local.jsonl"
-    settings = ["--rounds", "2", "--noise-seed", "4"]
+    settings = ["--rounds", "1", "--noise-seed", "4"]  # each round costs ~25 s of process starts
     proc = subprocess.run(
         [sys.executable, str(HEART), *settings, "--test-keys", "--metrics", str(metrics)],
         env=env,
@@ -99,31 +99,13 @@ def test_heart_disease_hospitals_run_uldp_avg_w_secure_as_in_process(tmp_path: P
     assert same.returncode == 0, same.stderr
     deployed = [json.loads(line) for line in metrics.read_text().splitlines()]
     in_process = [json.loads(line) for line in local.read_text().splitlines()]
-    assert len(deployed) == len(in_process) == 2
+    assert len(deployed) == len(in_process) == 1
     for a, b in zip(deployed, in_process):
         for key in b:
             if key != "elapsed_s":
                 assert a[key] == pytest.approx(b[key], rel=1e-6, abs=1e-6), key
     assert_all_gone(tag, tmp_path)
     assert list((tmp_path / "tmp").glob("uldp-hospitals-*")) == []
-
-
-@pytest.mark.slow
-def test_a_failing_clientapp_fails_the_run_with_status_1(tmp_path: Path) -> None:
-    env, tag = harness_env(tmp_path)
-    silos = write_silos(tmp_path, "1\n", "not a number\n")
-    proc = subprocess.run(
-        [sys.executable, str(HARNESS), *silos, "--run-config", "num-rounds=1"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=400,
-    )
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "toy: round 1/1: partition 0 sum 1" in proc.stdout
-    assert "could not convert string to float" in proc.stdout
-    assert "federation: run finished:failed" in proc.stderr
-    assert_all_gone(tag, tmp_path)
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ ClientApp except in the runs marked by its FAULTS sigmas.
 
 from __future__ import annotations
 
+import dataclasses
 import tempfile
 
 import numpy as np
@@ -51,6 +52,9 @@ CASES["uldp-sgd-w secure q=0.5"] = _config(
     "uldp-sgd-w", secure=True, test_keys=True, key_bits=1024, user_q=0.5
 )
 FAULT_CASES = {kind: _config("uldp-naive", sigma=sigma, rounds=3) for sigma, (_, _, kind) in FAULTS.items()}
+RESUMED = _config("uldp-avg", rounds=1)
+# A small model keeps Protocol 1's Paillier work (users x parameters exponentiations) small.
+MODEL = "logistic"
 TIMEOUT = 5.0  # seconds the stalling silo (it sleeps 60) is given; the others get the default
 
 
@@ -61,14 +65,26 @@ def federation():
     spies: dict[str, SpySilos] = {}
     with tempfile.TemporaryDirectory() as directory:
         write_partitions(data, directory)
-        description = describe(data, None, directory)
+        description = describe(data, MODEL, directory)
 
         def serve(grid):
+            # A checkpoint written after round 1 on Flower, resumed on Flower for rounds 2-3.
+            with tempfile.TemporaryDirectory() as checkpoint:
+                run(data, SpySilos(grid, description), RESUMED, model_name=MODEL, checkpoint_dir=checkpoint)
+                cfg = dataclasses.replace(RESUMED, rounds=3)
+                outcomes["resumed"] = run(
+                    data,
+                    SpySilos(grid, description),
+                    cfg,
+                    model_name=MODEL,
+                    checkpoint_dir=checkpoint,
+                    resume=True,
+                )
             for name, cfg in [*CASES.items(), *FAULT_CASES.items()]:
                 timeout = {"timeout": TIMEOUT} if name == "stall" else {}
                 spies[name] = SpySilos(grid, description, **timeout)
                 try:
-                    outcomes[name] = run(data, spies[name], cfg)
+                    outcomes[name] = run(data, spies[name], cfg, model_name=MODEL)
                 except (MalformedReply, SiloFailed) as error:
                     outcomes[name] = error
             return outcomes
@@ -81,7 +97,7 @@ def federation():
 def test_flower_equals_in_process(federation, name):
     data, outcomes, _ = federation
     cfg = CASES[name]
-    flower, local = outcomes[name], train(data, cfg)
+    flower, local = outcomes[name], train(data, cfg, model_name=MODEL)
     assert not isinstance(flower, Exception), flower
     assert len(flower.history) == len(local.history) == cfg.rounds
     for a, b in zip(flower.history, local.history):
@@ -93,6 +109,19 @@ def test_flower_equals_in_process(federation, name):
         assert np.allclose(flower.params[key].numpy(), local.params[key].numpy(), rtol=0, atol=1e-6)
     assert flower.summary["epsilon"] == local.summary["epsilon"]  # the same accountant, same plan
     assert "engine" in flower.assumptions and "engine" not in local.assumptions
+
+
+def test_a_run_checkpointed_on_flower_resumes_as_the_uninterrupted_local_run(federation):
+    data, outcomes, _ = federation
+    resumed, local = (
+        outcomes["resumed"],
+        train(data, dataclasses.replace(RESUMED, rounds=3), model_name=MODEL),
+    )
+    assert [r["round"] for r in resumed.history] == [1, 2, 3]
+    for a, b in zip(resumed.history, local.history):
+        assert a["loss"] == pytest.approx(b["loss"], rel=1e-6) and a["epsilon"] == b["epsilon"]
+    for key in local.params:
+        assert np.allclose(resumed.params[key].numpy(), local.params[key].numpy(), rtol=0, atol=1e-6)
 
 
 def test_secure_server_never_sees_the_histogram(federation):

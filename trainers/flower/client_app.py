@@ -97,6 +97,8 @@ def setup(message: Message, context: Context) -> Message:
             if not run.get("partitions"):
                 raise ProtocolError("this SuperNode has no data-file in its node config")
             data_file = f"{run['partitions']}/{partition_name(silo)}"
+        if run.get("owners") and json.loads(str(run["config"])).get("secure"):
+            raise ProtocolError("the server asked for the record owners in a --secure run; refused")
         seed = run.get("noise_seed", "")
         entropy = int(seed) if seed else secrets.randbits(128)
         state = dict(run)

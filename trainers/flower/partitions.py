@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +78,7 @@ def read_partition(
             values = {key: archive[key] for key in KEYS}
     except FileNotFoundError:
         raise DataError(f"data-file {path}: no such file") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise DataError(f"data-file {path}: cannot be read as a partition ({error})") from None
     if int(values["silo"]) != silo:
         raise DataError(f"data-file {path} holds silo {int(values['silo'])}'s records, not silo {silo}'s")

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 import secrets
 import time
 from typing import TYPE_CHECKING, Any
@@ -122,9 +123,10 @@ class FlowerSilos:
                     f"two SuperNodes ({self.nodes[silo]} and {node}) both claim to be silo {silo}"
                 )
             self.nodes[silo] = node
-            sizes[silo] = int(header.get("records", -1))
-            if sizes[silo] < 0:
-                raise records.MalformedReply(silo, 0, "no record count")
+            count = header.get("records")
+            if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+                raise records.MalformedReply(silo, 0, f"its record count is {count!r}")
+            sizes[silo] = count
             if owners_wanted:
                 try:
                     users = records.read_arrays(reply.get("owners"), {"users"}, "the owners")["users"]
@@ -288,5 +290,9 @@ class FlowerSilos:
 def _short(reason: str, limit: int = 200) -> str:
     """Flower's error reason, cut to its first sentence (a worker's death carries a page of Ray's
     diagnostics; the worker's own log keeps them)."""
+    # Flower writes "<class 'ray.exceptions.ActorDiedError'>:<'The actor died ...'>".
+    match = re.match(r"<class '(?:[\w.]*\.)?(\w+)'>:<'(.*)", reason)
+    if match:
+        reason = match.group(1) + ": " + match.group(2).rstrip("'>")
     first = reason.split(". ")[0]
     return first if len(first) <= limit else first[: limit - 3] + "..."

@@ -99,16 +99,25 @@ def run_federation(n_silos: int, serve: Callable[[Any], T], client_app: Any = No
         except BaseException as error:  # noqa: BLE001 - handed to the caller's thread below
             outcome["error"] = error
 
+    # Flower's Ray backend sets this process's PYTHONPATH to its sys.path (for its workers) and
+    # leaves it so: every later subprocess would then import the checkout's folders top-level.
+    pythonpath = os.environ.get("PYTHONPATH")
     with _quiet_flower():
-        run_simulation(
-            server_app,
-            client_app,
-            num_supernodes=n_silos,
-            backend_config={
-                "client_resources": CLIENT_RESOURCES,
-                "init_args": {"logging_level": logging.ERROR, "log_to_driver": False},
-            },
-        )
+        try:
+            run_simulation(
+                server_app,
+                client_app,
+                num_supernodes=n_silos,
+                backend_config={
+                    "client_resources": CLIENT_RESOURCES,
+                    "init_args": {"logging_level": logging.ERROR, "log_to_driver": False},
+                },
+            )
+        finally:
+            if pythonpath is None:
+                os.environ.pop("PYTHONPATH", None)
+            else:
+                os.environ["PYTHONPATH"] = pythonpath
     if "error" in outcome:
         raise outcome["error"]
     if "result" not in outcome:
