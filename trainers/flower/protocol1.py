@@ -105,7 +105,7 @@ class ServerParty:
             "anchor": str(self.server.dh_public),
             "encoding": json.dumps([encoding.precision, encoding.n_max, encoding.value_bound]),
         }
-        replies = silos._exchange({s: _record(**start) for s in range(n)}, records.PROTOCOL1, 0)
+        replies = silos.exchange({s: _record(**start) for s in range(n)}, records.PROTOCOL1, 0)
         for s in range(n):
             self._receive(self.server.receive_dh_key, _read_envelope(replies[s], s, 0), s)
         keys = self.server.paillier_key()
@@ -114,7 +114,7 @@ class ServerParty:
             s: _record(step="keys", paillier=_envelope_bytes(keys[s]), dh_keys=_envelope_bytes(broadcast[s]))
             for s in range(n)
         }
-        replies = silos._exchange(contents, records.PROTOCOL1, 0)
+        replies = silos.exchange(contents, records.PROTOCOL1, 0)
         relayed: dict[int, bytes] = {}
         if n > 1:
             record = replies[0].get("protocol1")
@@ -130,7 +130,7 @@ class ServerParty:
         contents = {
             s: _record(step="histogram", **({"sealed": relayed[s]} if s in relayed else {})) for s in range(n)
         }
-        replies = silos._exchange(contents, records.PROTOCOL1, 0)
+        replies = silos.exchange(contents, records.PROTOCOL1, 0)
         for s in range(n):
             self._receive(self.server.receive_histogram, _read_envelope(replies[s], s, 0), s)
         self.server.compute_inverses()

@@ -23,6 +23,7 @@ import json
 import re
 import secrets
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -44,6 +45,7 @@ DEFAULT_TIMEOUT = 600.0  # seconds a silo may take for one round
 # simulation starts Ray actors, which import torch) and reads its data; Protocol 1's keys follow.
 SETUP_TIMEOUT = 600.0
 CONNECT_TIMEOUT = 120.0  # seconds to wait for every silo's SuperNode to connect
+PULL_INTERVAL = 0.05  # seconds between two polls for replies
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,11 +73,13 @@ class FlowerSilos:
         *,
         timeout: float = DEFAULT_TIMEOUT,
         setup_timeout: float = SETUP_TIMEOUT,
+        should_stop: Callable[[], bool] = lambda: False,
     ) -> None:
         self.grid = grid
         self.run = run
         self.timeout = timeout
         self.setup_timeout = setup_timeout
+        self.should_stop = should_stop  # checked while waiting: a stop request ends the run
         self.nodes: dict[int, int] = {}  # silo -> node id
         self.protocol: Any = None  # protocol1.ServerParty under --secure
         self._seeded = False  # the silos were sent the user's --noise-seed
@@ -108,7 +112,7 @@ class FlowerSilos:
         }
         self._seeded = noise_fixed
         content = RecordDict({"run": ConfigRecord(run)})
-        replies = self._exchange({node: content for node in node_ids}, records.SETUP, 0, by_node=True)
+        replies = self.exchange({node: content for node in node_ids}, records.SETUP, 0, by_node=True)
         sizes: dict[int, int] = {}
         owners: dict[int, np.ndarray] = {}
         for node, reply in replies.items():
@@ -153,7 +157,7 @@ class FlowerSilos:
         states = {s: algorithm.silo_state(s) for s in range(self.run.n_silos)}
         if any(states.values()):
             messages = {s: RecordDict({"state": records.arrays(states[s])}) for s in states}
-            self._exchange(messages, records.SILO_STATE, 0)
+            self.exchange(messages, records.SILO_STATE, 0)
         if cfg.secure:
             from .protocol1 import ServerParty
 
@@ -184,7 +188,7 @@ class FlowerSilos:
                 }
             )
             messages[s] = content
-        replies = self._exchange(messages, records.ROUND, round)
+        replies = self.exchange(messages, records.ROUND, round)
         if self.protocol is not None:
             return [self.protocol.read_masked(replies[s], s, round) for s in range(self.run.n_silos)]
         like = next(iter(params.values()))
@@ -225,7 +229,24 @@ class FlowerSilos:
             )
         return out
 
-    # --- messaging ---------------------------------------------------------------------------
+    # --- messaging ---
+    def _send_and_receive(self, messages: list[Message], timeout: float) -> dict[int, Message]:
+        """Grid.send_and_receive, but polling every PULL_INTERVAL s (Flower's HTTP grid waits 3 s
+        between pulls, which a deployment would pay in every exchange) and stopping, with
+        KeyboardInterrupt, when `should_stop` says so (Ctrl-C while a simulation runs)."""
+        pending = set(self.grid.push_messages(messages))
+        deadline = time.monotonic() + timeout
+        replies: dict[int, Message] = {}
+        while pending and time.monotonic() < deadline:
+            if self.should_stop():
+                raise KeyboardInterrupt
+            for reply in self.grid.pull_messages(pending):
+                replies[reply.metadata.src_node_id] = reply
+                pending.discard(reply.metadata.reply_to_message_id)
+            if pending:
+                time.sleep(PULL_INTERVAL)
+        return replies
+
     def _wait_for_nodes(self) -> list[int]:
         deadline = time.monotonic() + CONNECT_TIMEOUT
         while True:
@@ -236,6 +257,8 @@ class FlowerSilos:
                         f"{len(nodes)} SuperNodes are connected for a federation of {self.run.n_silos} silos"
                     )
                 return nodes
+            if self.should_stop():
+                raise KeyboardInterrupt
             if time.monotonic() > deadline:
                 raise ProtocolError(
                     f"only {len(nodes)} of {self.run.n_silos} silos' SuperNodes connected within "
@@ -243,7 +266,7 @@ class FlowerSilos:
                 )
             time.sleep(0.05)
 
-    def _exchange(
+    def exchange(
         self, contents: dict[int, RecordDict], message_type: str, round: int, *, by_node: bool = False
     ) -> dict[int, RecordDict]:
         """Send `contents` (by silo, or by node id when `by_node`) and return every reply's content,
@@ -258,10 +281,7 @@ class FlowerSilos:
             for node, content in targets.items()
         ]
         timeout = self.setup_timeout if round == 0 else self.timeout
-        replies = {
-            reply.metadata.src_node_id: reply
-            for reply in self.grid.send_and_receive(messages, timeout=timeout)
-        }
+        replies = self._send_and_receive(messages, timeout)
         missing = [name_of[node] for node in targets if node not in replies]
         if missing:
             raise records.SiloFailed(

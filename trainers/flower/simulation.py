@@ -14,9 +14,12 @@ every party draws from the same streams (runner.round_rngs).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
+import signal
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
@@ -33,13 +36,14 @@ def simulate(data, cfg, **options: Any):
     from ..runner import run
 
     model_name = options.pop("model_name", None)
+    stop = threading.Event()
     with private_partitions(data) as directory:
         description = describe(data, model_name, directory)
+        silos = functools.partial(FlowerSilos, run=description, should_stop=stop.is_set)
         return run_federation(
             data.n_silos,
-            lambda grid: run(
-                data, FlowerSilos(grid, description), cfg, model_name=description.model, **options
-            ),
+            lambda grid: run(data, silos(grid), cfg, model_name=description.model, **options),
+            stop=stop,
         )
 
 
@@ -78,10 +82,17 @@ def private_partitions(data) -> Iterator[str]:
         yield directory
 
 
-def run_federation(n_silos: int, serve: Callable[[Any], T], client_app: Any = None) -> T:
+def run_federation(
+    n_silos: int, serve: Callable[[Any], T], client_app: Any = None, stop: threading.Event | None = None
+) -> T:
     """Flower's simulation with one SuperNode per silo running `client_app` (the uldp ClientApp
     by default), and `serve(grid)` as the ServerApp's main (in a thread of this process); its
-    result, or the exception it raised. One call may train several runs on the same SuperNodes."""
+    result, or the exception it raised. One call may train several runs on the same SuperNodes.
+
+    Flower's simulation and Ray swallow Ctrl-C, so while it runs SIGINT, SIGTERM and SIGHUP set
+    `stop` (which the server's `FlowerSilos` polls: its run ends with KeyboardInterrupt, the
+    previous round's checkpoint whole) and are raised again here once the simulation is down,
+    for the caller's own handling (the CLI's one line and exit 128 + n)."""
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
@@ -102,7 +113,8 @@ def run_federation(n_silos: int, serve: Callable[[Any], T], client_app: Any = No
     # Flower's Ray backend sets this process's PYTHONPATH to its sys.path (for its workers) and
     # leaves it so: every later subprocess would then import the checkout's folders top-level.
     pythonpath = os.environ.get("PYTHONPATH")
-    with _quiet_flower():
+    received: list[int] = []
+    with _quiet_flower(), _stop_on_signals(stop or threading.Event(), received):
         try:
             run_simulation(
                 server_app,
@@ -118,6 +130,10 @@ def run_federation(n_silos: int, serve: Callable[[Any], T], client_app: Any = No
                 os.environ.pop("PYTHONPATH", None)
             else:
                 os.environ["PYTHONPATH"] = pythonpath
+    if received:  # the stop request: raised as the caller would have seen it
+        if received[0] == signal.SIGINT:
+            raise KeyboardInterrupt
+        signal.raise_signal(received[0])
     if "error" in outcome:
         raise outcome["error"]
     if "result" not in outcome:
@@ -125,21 +141,41 @@ def run_federation(n_silos: int, serve: Callable[[Any], T], client_app: Any = No
     return outcome["result"]
 
 
-class _quiet_flower:
+@contextlib.contextmanager
+def _stop_on_signals(stop: threading.Event, received: list[int]) -> Iterator[None]:
+    """SIGINT, SIGTERM and SIGHUP set `stop` and are noted in `received` (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signals = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def handler(signum: int, frame: object) -> None:
+        received.append(signum)
+        stop.set()
+
+    previous = {signum: signal.signal(signum, handler) for signum in signals}
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextlib.contextmanager
+def _quiet_flower() -> Iterator[None]:
     """Flower's INFO logs and deprecation notes, and Ray's, would interleave with the round
     table; errors still pass (ULDP_DEBUG=1 shows everything)."""
-
-    def __enter__(self) -> None:
-        self.saved = {}
-        if os.environ.get("ULDP_DEBUG"):
-            return
-        for name in ("flwr", "ray"):
-            logger = logging.getLogger(name)
-            self.saved[name] = logger.level
-            logger.setLevel(logging.ERROR)
-        # Ray's notice about accelerator variables, printed at every start on a CPU machine.
-        os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
-
-    def __exit__(self, *exc: object) -> None:
-        for name, level in self.saved.items():
-            logging.getLogger(name).setLevel(level)
+    if os.environ.get("ULDP_DEBUG"):
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in ("flwr", "ray")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    # Ray's notice about accelerator variables, printed at every start on a CPU machine.
+    os.environ.setdefault("RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO", "0")
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
