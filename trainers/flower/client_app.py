@@ -21,8 +21,10 @@ server sends it, and the run is reproducible, not private against whoever knows 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -66,10 +68,23 @@ def _cache_key(context: Context) -> tuple[int, int, str]:
     return (context.run_id, context.node_id, str(context.state[_STATE]["job"]))
 
 
-def _error_reply(message: Message, error: BaseException) -> Message:
-    # A silo's refusal, in one line: the server reports it by silo and round.
-    text = " ".join(str(error).split()) or type(error).__name__
-    return Message(RecordDict({"error": ConfigRecord({"message": text})}), reply_to=message)
+Handler = Callable[[Message, Context], Message]
+
+
+def _refusals(handler: Handler) -> Handler:
+    """A message this silo cannot use (bad settings, its data unreadable, a protocol check that
+    fails) is answered with its refusal in one line, which the server reports by silo and round;
+    anything else is a bug, and Flower reports the ClientApp's failure."""
+
+    @functools.wraps(handler)
+    def wrapped(message: Message, context: Context) -> Message:
+        try:
+            return handler(message, context)
+        except (UldpError, ValueError, KeyError) as error:
+            text = " ".join(str(error).split()) or type(error).__name__
+            return Message(RecordDict({"error": ConfigRecord({"message": text})}), reply_to=message)
+
+    return wrapped
 
 
 def _silo_id(context: Context) -> int:
@@ -83,90 +98,80 @@ def _silo_id(context: Context) -> int:
 
 
 @app.query("uldp_setup")
+@_refusals
 def setup(message: Message, context: Context) -> Message:
     """Take the run's settings, find this silo's data, draw its entropy, say how many records."""
-    try:
-        run: Any = message.content["run"]
-        silo = _silo_id(context)
-        if int(run["silos"]) <= silo:
-            raise ProtocolError(f"partition-id {silo} is not a silo of {run['silos']}")
-        data_file = context.node_config.get("data-file")
-        if data_file is None:  # simulation: the run's private partition directory
-            from .partitions import partition_name
+    run: Any = message.content["run"]
+    silo = _silo_id(context)
+    if int(run["silos"]) <= silo:
+        raise ProtocolError(f"partition-id {silo} is not a silo of {run['silos']}")
+    data_file = context.node_config.get("data-file")
+    if data_file is None:  # simulation: the run's private partition directory
+        from .partitions import partition_name
 
-            if not run.get("partitions"):
-                raise ProtocolError("this SuperNode has no data-file in its node config")
-            data_file = f"{run['partitions']}/{partition_name(silo)}"
-        if run.get("owners") and json.loads(str(run["config"])).get("secure"):
-            raise ProtocolError("the server asked for the record owners in a --secure run; refused")
-        seed = run.get("noise_seed", "")
-        entropy = int(seed) if seed else secrets.randbits(128)
-        state = dict(run)
-        state.update({"silo": silo, "data_file": str(data_file), "entropy": str(entropy)})
-        context.state[_STATE] = ConfigRecord(state)
-        context.state.pop(_SILO_STATE, None)
-        context.state.pop(_PARTY, None)
-        working = _working_set(context, cache=False)  # the silo state may still come
-        content = RecordDict({"setup": ConfigRecord({"silo": silo, "records": working.data.size})})
-        if run.get("owners"):  # the algorithm's server reads them (plaintext -w, uldp-group)
-            content["owners"] = records.arrays({"users": working.data.users})
-        return Message(content, reply_to=message)
-    except (UldpError, ValueError, KeyError) as error:
-        return _error_reply(message, error)
+        if not run.get("partitions"):
+            raise ProtocolError("this SuperNode has no data-file in its node config")
+        data_file = f"{run['partitions']}/{partition_name(silo)}"
+    if run.get("owners") and json.loads(str(run["config"])).get("secure"):
+        raise ProtocolError("the server asked for the record owners in a --secure run; refused")
+    seed = run.get("noise_seed", "")
+    entropy = int(seed) if seed else secrets.randbits(128)
+    state = dict(run)
+    state.update({"silo": silo, "data_file": str(data_file), "entropy": str(entropy)})
+    context.state[_STATE] = ConfigRecord(state)
+    context.state.pop(_SILO_STATE, None)
+    context.state.pop(_PARTY, None)
+    working = _working_set(context, cache=False)  # the silo state may still come
+    content = RecordDict({"setup": ConfigRecord({"silo": silo, "records": working.data.size})})
+    if run.get("owners"):  # the algorithm's server reads them (plaintext -w, uldp-group)
+        content["owners"] = records.arrays({"users": working.data.users})
+    return Message(content, reply_to=message)
 
 
 @app.query("uldp_silo_state")
+@_refusals
 def silo_state(message: Message, context: Context) -> Message:
     """Keep what the server decided for this silo before round 1 (uldp-group's flags)."""
-    try:
-        record = message.content["state"]
-        if not isinstance(record, ArrayRecord):
-            raise ProtocolError("the silo state is not an array record")
-        context.state[_SILO_STATE] = record
-        working = _working_set(context, cache=False)  # refuses a state the algorithm does not take
-        return Message(RecordDict({"ack": ConfigRecord({"silo": working.data.silo})}), reply_to=message)
-    except (UldpError, ValueError, KeyError) as error:
-        return _error_reply(message, error)
+    record = message.content["state"]
+    if not isinstance(record, ArrayRecord):
+        raise ProtocolError("the silo state is not an array record")
+    context.state[_SILO_STATE] = record
+    working = _working_set(context, cache=False)  # refuses a state the algorithm does not take
+    return Message(RecordDict({"ack": ConfigRecord({"silo": working.data.silo})}), reply_to=message)
 
 
 @app.query("uldp_protocol1")
+@_refusals
 def protocol1(message: Message, context: Context) -> Message:
     """One setup step of Protocol 1 at this silo (protocol1.py runs the steps)."""
     from .protocol1 import silo_step
 
-    try:
-        return Message(silo_step(message.content, context, _working_set(context)), reply_to=message)
-    except (UldpError, ValueError, KeyError) as error:
-        return _error_reply(message, error)
+    return Message(silo_step(message.content, context, _working_set(context)), reply_to=message)
 
 
 @app.train("uldp_round")
+@_refusals
 def train_round(message: Message, context: Context) -> Message:
     """Round t: the algorithm's silo update on this silo's records, as the server's algorithm
     expects it (in the clear, or masked and encrypted under Protocol 1)."""
     from ..runner import round_rngs
 
-    try:
-        working = _working_set(context)
-        content_in: Any = message.content
-        header = content_in["round"]
-        t = int(header["round"])
-        n_silos, silo = working.ctx.n_silos, working.data.silo
-        params = records.read_params(content_in["params"], working.like)
-        plan = records.read_plan(content_in["plan"], t, silo, n_silos, working.ctx.n_users)
-        _, rngs = round_rngs(working.entropy, t, n_silos)
-        update = working.algorithm.silo_update(
-            working.data, params, plan, working.ctx, working.cfg, rngs[silo]
-        )
-        if working.cfg.secure:
-            from .protocol1 import masked_reply
+    working = _working_set(context)
+    content_in: Any = message.content
+    header = content_in["round"]
+    t = int(header["round"])
+    n_silos, silo = working.ctx.n_silos, working.data.silo
+    params = records.read_params(content_in["params"], working.like)
+    plan = records.read_plan(content_in["plan"], t, silo, n_silos, working.ctx.n_users)
+    _, rngs = round_rngs(working.entropy, t, n_silos)
+    update = working.algorithm.silo_update(working.data, params, plan, working.ctx, working.cfg, rngs[silo])
+    if working.cfg.secure:
+        from .protocol1 import masked_reply
 
-            content = masked_reply(content_in, context, working, update, t)
-        else:
-            content = records.reply_record(update, t)
-        return Message(content, reply_to=message)
-    except (UldpError, ValueError, KeyError) as error:
-        return _error_reply(message, error)
+        content = masked_reply(content_in, context, working, update, t)
+    else:
+        content = records.reply_record(update, t)
+    return Message(content, reply_to=message)
 
 
 def _working_set(context: Context, *, cache: bool = True) -> _Silo:

@@ -63,14 +63,12 @@ def _envelope_bytes(envelope: Envelope) -> bytes:
 
 
 def _read_envelope(content: Any, silo: int, round: int, key: str = "envelope") -> Envelope:
+    """The envelope `key` of a silo's Protocol 1 reply; `MalformedReply` naming the silo if it is
+    missing or does not decode."""
     from uldp.crypto.wire import loads
 
-    record = content.get("protocol1") if hasattr(content, "get") else None
-    data = record.get(key) if isinstance(record, ConfigRecord) else None
-    if not isinstance(data, bytes):
-        raise records.MalformedReply(silo, round, f"no Protocol 1 {key}")
     try:
-        return loads(data)
+        return loads(_bytes(content.get("protocol1") if hasattr(content, "get") else None, key))
     except ProtocolError as error:
         raise records.MalformedReply(silo, round, str(error)) from None
 
@@ -116,17 +114,13 @@ class ServerParty:
         }
         replies = silos.exchange(contents, records.PROTOCOL1, 0)
         relayed: dict[int, bytes] = {}
-        if n > 1:
-            record = replies[0].get("protocol1")
-            for peer in range(1, n):
-                sealed = (
-                    _read_envelope(replies[0], 0, 0, key=f"sealed-{peer}")
-                    if isinstance(record, ConfigRecord)
-                    else None
+        for peer in range(1, n):  # silo 0's seed R, sealed for each other silo
+            sealed = _read_envelope(replies[0], 0, 0, key=f"sealed-{peer}")
+            if sealed.receiver != f"silo {peer}":
+                raise records.MalformedReply(
+                    0, 0, f"the seed sealed for silo {peer} is addressed to {sealed.receiver}"
                 )
-                if sealed is None or sealed.receiver != f"silo {peer}":
-                    raise records.MalformedReply(0, 0, f"no sealed seed for silo {peer}")
-                relayed[peer] = _envelope_bytes(self._receive(self.server.relay, sealed, 0))
+            relayed[peer] = _envelope_bytes(self._receive(self.server.relay, sealed, 0))
         contents = {
             s: _record(step="histogram", **({"sealed": relayed[s]} if s in relayed else {})) for s in range(n)
         }

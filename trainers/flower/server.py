@@ -113,7 +113,6 @@ class FlowerSilos:
         self._seeded = noise_fixed
         content = RecordDict({"run": ConfigRecord(run)})
         replies = self.exchange({node: content for node in node_ids}, records.SETUP, 0, by_node=True)
-        sizes: dict[int, int] = {}
         owners: dict[int, np.ndarray] = {}
         for node, reply in replies.items():
             header: Any = reply.get("setup")
@@ -130,19 +129,8 @@ class FlowerSilos:
             count = header.get("records")
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise records.MalformedReply(silo, 0, f"its record count is {count!r}")
-            sizes[silo] = count
             if owners_wanted:
-                try:
-                    users = records.read_arrays(reply.get("owners"), {"users"}, "the owners")["users"]
-                except ValueError as error:
-                    raise records.MalformedReply(silo, 0, str(error)) from None
-                if users.shape != (sizes[silo],) or not np.issubdtype(users.dtype, np.integer):
-                    raise records.MalformedReply(
-                        silo, 0, f"owners of shape {users.shape} for {sizes[silo]} records"
-                    )
-                if len(users) and (users.min() < 0 or users.max() >= self.run.n_users):
-                    raise records.MalformedReply(silo, 0, f"owner ids must lie in [0, {self.run.n_users})")
-                owners[silo] = users.astype(np.int64)
+                owners[silo] = self._owners(reply, silo, count)
         empty = torch.zeros((0, *self.run.feature_shape))
         shells = [
             SiloData(s, empty, torch.zeros(0), owners.get(s, np.zeros(0, dtype=np.int64)), self.run.n_users)
@@ -164,6 +152,18 @@ class FlowerSilos:
             self.protocol = ServerParty(self, cfg)
             algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
         return algorithm, counts
+
+    def _owners(self, reply: RecordDict, silo: int, count: int) -> np.ndarray:
+        """The owner of each of silo `silo`'s `count` records, from its setup reply, checked."""
+        try:
+            users = records.read_arrays(reply.get("owners"), {"users"}, "the owners")["users"]
+        except ValueError as error:
+            raise records.MalformedReply(silo, 0, str(error)) from None
+        if users.shape != (count,) or not np.issubdtype(users.dtype, np.integer):
+            raise records.MalformedReply(silo, 0, f"owners of shape {users.shape} for {count} records")
+        if len(users) and (users.min() < 0 or users.max() >= self.run.n_users):
+            raise records.MalformedReply(silo, 0, f"owner ids must lie in [0, {self.run.n_users})")
+        return users.astype(np.int64)
 
     # --- rounds ------------------------------------------------------------------------------
     def updates(
