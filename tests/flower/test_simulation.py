@@ -138,7 +138,7 @@ def test_secure_server_never_sees_the_histogram(federation):
 
 EXPECTED = {
     "crash": (SiloFailed, "failed in round 2: "),
-    "stall": (SiloFailed, f"silo 1 did not answer within {TIMEOUT:g} s"),
+    "stall": (SiloFailed, f"did not answer within {TIMEOUT:g} s"),
     "wrong-shape": (MalformedReply, "silo 2 sent a malformed message in round 1: delta has shape"),
     "wrong-kind": (MalformedReply, "silo 0 sent a malformed message in round 1: a 'user-deltas' message"),
     "non-finite": (MalformedReply, "silo 1 sent a malformed message in round 1: delta holds non-finite"),
@@ -156,6 +156,8 @@ def test_a_faulty_silo_stops_the_run_by_name(federation, kind):
     cls, text = EXPECTED[kind]
     assert isinstance(error, cls), error
     assert text in str(error)
-    if kind == "crash":  # its worker died; a silo queued on the same worker may go down with it
-        assert "silo 1" in str(error).split(" failed")[0]
+    # The faulty silo is named; on a loaded machine a silo sharing its worker (crash) or one
+    # slower than the short timeout (stall) may be named beside it.
+    if kind in ("crash", "stall"):
+        assert "silo 1" in str(error).split(" failed")[0].split(" did not")[0]
     assert "\n" not in str(error)  # one line for the CLI's Error:
