@@ -212,11 +212,7 @@ class FlowerSilos:
             "engine": (
                 f"{self.run.n_silos} silos as separate parties, Flower ClientApps on their own "
                 f"SuperNodes in {engine}; each read only its own records; noise drawn by each silo "
-                + (
-                    "from the shared --noise-seed"
-                    if cfg.noise_seed is not None and self._seeded
-                    else "from its own 128 bits"
-                )
+                + ("from the shared --noise-seed" if self._seeded else "from its own 128 bits")
             )
         }
         if not cfg.secure:
