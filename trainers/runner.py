@@ -53,6 +53,7 @@ from .algorithms import (
 from .atomic import atomic_write
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
+from .personal import PersonalAccounting
 
 CHECKPOINT_NAME = "checkpoint.pt"
 EVAL_CHUNK = 4096
@@ -107,6 +108,7 @@ def build_silos(data, device: str = "cpu", dtype: torch.dtype = torch.float32) -
                 y=torch.as_tensor(data.y_train[idx], dtype=label_dtype, device=device),
                 users=np.asarray(data.user_train[idx], dtype=np.int64),
                 n_users=data.n_users,
+                q=None if data.record_q is None else np.asarray(data.record_q[idx], dtype=np.float64),
             )
         )
     return silos
@@ -370,7 +372,10 @@ def run(
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
     algorithm, counts = silos.prepare(cfg, task, noise_fixed)
-    ctx = Context(model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts)
+    ctx = Context(
+        model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts, data.user_q
+    )
+    personal = personal_accounting(cfg, data)
     x_test = torch.as_tensor(data.x_test, dtype=torch.float32, device=device)
     y_test = torch.as_tensor(
         data.y_test, dtype=torch.float32 if task == "survival" else torch.long, device=device
@@ -399,15 +404,24 @@ def run(
         if not _finite(params) or (len(x_test) and not math.isfinite(loss)):
             # Nothing of this round is kept: the checkpoint and metrics still hold round t - 1.
             raise TrainingDiverged(t, loss, get_algorithm(cfg.algo).options, cfg.user_q)
-        epsilon, server_epsilon = user_epsilons(accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta)
+        tiers: dict[str, float] = {}
+        if personal is not None:
+            tiers = personal.row(t)
+            epsilon, server_epsilon = personal.headline(tiers)
+        else:
+            epsilon, server_epsilon = user_epsilons(
+                accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta
+            )
         row = {
             "round": t,
             "loss": loss,
             metric: value,
             "epsilon": epsilon,
             **({} if server_epsilon is None else {"server_epsilon": server_epsilon}),
+            **tiers,
             "delta": cfg.delta,
             "sampled_users": int(plan.sampled.sum()),
+            **({} if plan.silos is None else {"sampled_silos": int(plan.silos.sum())}),
             "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4),
         }
         history.append(row)
@@ -431,14 +445,65 @@ def run(
         if on_round is not None:
             on_round(row)
 
-    final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
     summary = _summary(cfg, data, model_name, ctx, history, algorithm)
-    return TrainResult(
-        history,
-        params,
-        summary,
-        _assumptions(cfg, data, final_plan, algorithm, data.n_silos, noise_fixed, silos.assumptions(cfg)),
+    if personal is not None:
+        summary["budget_check"] = personal.check(len(history))
+        summary["tiers"] = [dataclasses.asdict(tier) for tier in personal.tiers]
+        assumptions = _personal_assumptions(
+            cfg, data, personal, algorithm, noise_fixed, silos.assumptions(cfg)
+        )
+    else:
+        final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
+        assumptions = _assumptions(
+            cfg, data, final_plan, algorithm, data.n_silos, noise_fixed, silos.assumptions(cfg)
+        )
+    return TrainResult(history, params, summary, assumptions)
+
+
+def personal_accounting(cfg: TrainConfig, data) -> PersonalAccounting | None:
+    """Per-tier accounting when the data carries personalised budgets (issue 14), else None."""
+    from .personal import accounting
+
+    spec = get_algorithm(cfg.algo)
+    if spec.record_level and data.record_q is None:
+        raise InvalidParameter(f"{cfg.algo} needs each record's sampling rate: see trainers.personal")
+    if data.user_q is not None and not spec.user_budgets:
+        raise InvalidParameter(f"--user-budgets applies to {', '.join(user_budget_names())}, not {cfg.algo}")
+    return accounting(cfg, data, spec.private)
+
+
+def user_budget_names() -> tuple[str, ...]:
+    from .algorithms import algorithm_names
+
+    return tuple(n for n in algorithm_names() if get_algorithm(n).user_budgets)
+
+
+def _personal_assumptions(
+    cfg: TrainConfig,
+    data,
+    personal: PersonalAccounting,
+    algorithm: Algorithm,
+    noise_fixed: bool,
+    where: dict[str, str] | None,
+) -> dict:
+    """What a run with personalised budgets assumes: the budgets, the rates, the run each
+    record's (user's) epsilon is accounted for, and the final check."""
+    from .personal import describe_run
+
+    marked = not data.synthetic or "synthetic" in data.source.lower()
+    out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+    out.update(data.rates_assumptions or {})
+    out.update(describe_run(cfg, personal, len(data.y_train), data.n_users))
+    out["randomness"] = (
+        f"noise, silo, user and record sampling from --noise-seed {cfg.noise_seed}: reproducible, "
+        "and NOT private against anyone who knows the seed (experiments only)"
+        if noise_fixed
+        else "noise, silo, user and record sampling from 128 fresh bits of OS entropy (secrets); "
+        f"data allocation, budgets drawn and the initial model from --seed {cfg.seed}"
     )
+    out.update(where or {})
+    out.update(algorithm.run_assumptions(cfg, data.n_silos))
+    return out
 
 
 #: What a checkpoint of this version holds; a file without one of them is not ours, or older.
@@ -523,6 +588,8 @@ def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
 
 
 def data_key(data) -> dict:
+    from .personal import rates_digest
+
     return {
         "name": data.name,
         "n_train": int(len(data.y_train)),
@@ -530,6 +597,7 @@ def data_key(data) -> dict:
         "n_silos": int(data.n_silos),
         "synthetic": bool(data.synthetic),
         "allocation": repr(sorted(data.allocation.items())) if isinstance(data.allocation, dict) else "",
+        **({"rates": rates_digest(data)} if data.record_q is not None or data.user_q is not None else {}),
     }
 
 

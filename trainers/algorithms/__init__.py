@@ -12,7 +12,7 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from . import avg, fedavg, group, naive, sgd
+from . import avg, fedavg, group, naive, rpdp, sgd, unidp
 from .registry import (
     AlgorithmSpec,
     PlanInputs,
@@ -37,6 +37,8 @@ register(avg.SPEC)
 register(avg.WEIGHTED_SPEC)
 register(sgd.SPEC)
 register(sgd.WEIGHTED_SPEC)
+register(rpdp.SPEC)
+register(unidp.SPEC)
 
 
 def make_algorithm(cfg: TrainConfig, silos: list[SiloData], task: str) -> Algorithm:

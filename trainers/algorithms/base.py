@@ -55,6 +55,9 @@ class TrainConfig:
     key_bits: int = 3072
     test_keys: bool = False  # small Paillier keys, for tests only
     batched: bool = True  # per-user training vectorised (trainers/per_user.py)
+    local_steps: int = 50  # rpdp / unidp: tau DP-SGD steps per round on a sampled silo
+    silo_q: float = 1.0  # rpdp / unidp: lambda, Poisson sampling rate of a silo per round
+    threat_model: str = "untrusted"  # rpdp: the threat model the rates q are computed for
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -74,6 +77,12 @@ class TrainConfig:
                 raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k}")
         elif self.group_k not in ("max", "median"):
             raise InvalidParameter(f"group-k must be an integer >= 1, max or median, got {self.group_k!r}")
+        if self.local_steps < 1:
+            raise InvalidParameter(f"local steps must be >= 1, got {self.local_steps}")
+        if not 0 < self.silo_q <= 1:
+            raise InvalidParameter(f"silo-q must be in (0, 1], got {self.silo_q}")
+        if self.threat_model not in ("untrusted", "server"):
+            raise InvalidParameter(f"threat model must be untrusted or server, got {self.threat_model!r}")
         if self.secure and self.algo not in secure_names():
             raise InvalidParameter(
                 f"--secure applies to {' and '.join(secure_names())} (Protocol 1 weighting)"
@@ -95,6 +104,7 @@ class SiloData:
     y: torch.Tensor
     users: np.ndarray  # (n,) int64 owner of each record
     n_users: int
+    q: np.ndarray | None = None  # (n,) each record's sampling rate (rpdp, unidp), else None
 
     @property
     def size(self) -> int:
@@ -114,6 +124,9 @@ class Context:
     # Flower server whose algorithm needs it (plaintext -w weights, uldp-group's flags). None at a
     # silo (it reads its own records) and on a Flower server under --secure (Protocol 1 hides it).
     counts: np.ndarray | None
+    # (users,) each user's own sampling rate q_u (`uldp train --user-budgets`), known to the
+    # server that samples; None: every user at TrainConfig.user_q.
+    user_q: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +136,9 @@ class RoundPlan:
     round: int
     sampled: np.ndarray  # (users,) bool: user in U_t
     weights: np.ndarray | None  # (silos, users) w_{s,u}, zero for users not sampled; None if unused
+    # (silos,) bool: the silos that train this round (rPDP-FL Algorithm 2 line 5, client-level
+    # Poisson sampling); None: every silo.
+    silos: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -194,13 +210,19 @@ class Algorithm(Protocol):
     def load_silo_state(self, silo: int, state: dict[str, np.ndarray]) -> None: ...
 
 
-def sample_users(n_users: int, q: float, rng: np.random.Generator) -> np.ndarray:
-    """Poisson sampling of users with probability q (Algorithm 4 line 4); q = 1 keeps everyone."""
+def sample_users(n_users: int, q: float | np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Poisson sampling of users with probability q (Algorithm 4 line 4); q = 1 keeps everyone.
+
+    `q` may be one rate per user (per-user budgets, issue 14): user u is kept with probability
+    q[u], independently, in one vectorised draw.
+    """
     import numpy as np
 
-    if q >= 1:
-        return np.ones(n_users, dtype=bool)
-    return rng.random(n_users) < q
+    if np.ndim(q) == 0:
+        if q >= 1:
+            return np.ones(n_users, dtype=bool)
+        return rng.random(n_users) < q
+    return rng.random(n_users) < np.asarray(q)
 
 
 def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -> torch.Tensor:

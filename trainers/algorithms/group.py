@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from uldp.errors import InvalidParameter
 
+from .dp_sgd import dp_sgd
 from .registry import AlgorithmSpec, PlanInputs
 from .server import SiloAveraging
 
@@ -259,54 +260,6 @@ class UldpGroup(SiloAveraging):
             rng=rng,
         )
         return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
-
-
-def dp_sgd(
-    ctx: Context,
-    params: dict[str, torch.Tensor],
-    x: torch.Tensor,
-    y: torch.Tensor,
-    usable: np.ndarray,
-    *,
-    gamma: float,
-    lot_size: int,
-    steps: int,
-    cfg: TrainConfig,
-    rng: np.random.Generator,
-) -> dict[str, torch.Tensor]:
-    """DP-SGD with Poisson sampling (rate gamma) and per-record clipping (Abadi et al. 2016)."""
-    import torch
-    from torch.func import functional_call, grad, vmap
-
-    from .base import apply_delta
-
-    model, loss_fn = ctx.model, ctx.loss_fn
-
-    def record_loss(p, xr, yr):
-        return loss_fn(
-            functional_call(model, p, (xr.unsqueeze(0),)),
-            yr.unsqueeze(0),
-            torch.ones(1, dtype=xr.dtype, device=xr.device),
-        )
-
-    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0))
-    local = {k: v.detach().clone() for k, v in params.items()}
-    like = next(iter(local.values()))
-    for _ in range(steps):
-        chosen = usable[rng.random(len(usable)) < gamma]
-        noise = torch.as_tensor(
-            rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params), dtype=like.dtype, device=like.device
-        )
-        total = noise
-        if len(chosen):
-            idx = torch.as_tensor(chosen, device=x.device)
-            grads = per_record(local, x[idx], y[idx])
-            flat = torch.cat([g.reshape(len(chosen), -1) for g in grads.values()], dim=1)
-            norms = torch.linalg.vector_norm(flat, dim=1, keepdim=True)
-            clipped = flat * torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0)
-            total = clipped.sum(dim=0) + noise
-        local = apply_delta(local, total, -cfg.lr / lot_size)
-    return local
 
 
 def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> UldpGroup:

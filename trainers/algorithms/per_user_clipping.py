@@ -80,7 +80,12 @@ def per_user_options(name: str) -> frozenset[str]:
 def per_user_spec(name: str, help: str, plan: Callable[[PlanInputs], Plan]) -> AlgorithmSpec:
     """ULDP-AVG's or ULDP-SGD's spec, trained by `PerUserClipping(name)`."""
     return AlgorithmSpec(
-        name=name, help=help, build=trainer_factory(name), plan=plan, options=per_user_options(name)
+        name=name,
+        help=help,
+        build=trainer_factory(name),
+        plan=plan,
+        options=per_user_options(name),
+        user_budgets=True,
     )
 
 
@@ -97,6 +102,7 @@ def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
         options=base.options,
         plan_options=base.plan_options,
         server_reads_owners=True,  # plaintext weights n_su / N_u; --secure hides them
+        user_budgets=True,
     )
 
 
@@ -122,7 +128,8 @@ class PerUserClipping(BaseAlgorithm):
         from .base import RoundPlan, sample_users
         from .weighting import uniform_weights
 
-        sampled = sample_users(ctx.n_users, cfg.user_q, rng)
+        # Per-user budgets: user u with its own q_u (PULDP-AVG of the ULDP-FL authors' code).
+        sampled = sample_users(ctx.n_users, cfg.user_q if ctx.user_q is None else ctx.user_q, rng)
         # -w: the weights come from the histogram, which only the weighting step may see.
         weights = None if self.weighted else uniform_weights(ctx.n_silos, ctx.n_users) * sampled[None, :]
         return RoundPlan(round, sampled, weights)
@@ -188,7 +195,10 @@ class PerUserClipping(BaseAlgorithm):
             total = plaintext_weighted_sum(messages, _counts(ctx), plan.sampled)
         else:
             total = torch.stack([m.delta for m in messages]).sum(dim=0)
-        scale = cfg.global_lr / (cfg.user_q * ctx.n_users * ctx.n_silos)
+        # Algorithm 4 line 10 divides by the expected number of sampled users, q |U|; with a rate
+        # per user that is sum_u q_u = mean(q_u) |U| (the reference's average_qC).
+        q = cfg.user_q if ctx.user_q is None else float(ctx.user_q.mean())
+        scale = cfg.global_lr / (q * ctx.n_users * ctx.n_silos)
         return apply_delta(params, total, scale)
 
     def reply_type(self, cfg: TrainConfig) -> type:

@@ -50,6 +50,8 @@ TRAINING_OPTIONS = frozenset(
         "local_batch_size",
         "group_k",
         "batched",
+        "local_steps",
+        "silo_q",
     )
 )
 
@@ -78,6 +80,11 @@ class AlgorithmSpec:
     `server_reads_owners`: its server needs the owner of every silo's records (the histogram
     n_{s,u}) to plan or weight, so a server at a separate party is sent them (trainers/flower);
     never under --secure, whose weighting hides them.
+    `record_level`: it protects records with personalised budgets (rPDP-FL): each record is
+    sampled at its own rate q, and a run is accounted per record (`trainers.personal`), not by a
+    user-level plan; `uldp personalize` is its accounting command.
+    `user_budgets`: its users may have budgets of their own (`uldp train --user-budgets`), each
+    sampled at its own rate q_u (issue 14; PULDP-AVG of the ULDP-FL authors' code).
     """
 
     name: str
@@ -89,6 +96,8 @@ class AlgorithmSpec:
     options: frozenset[str] = TRAINING_OPTIONS
     plan_options: frozenset[str] = frozenset(("user_q", "silos"))
     server_reads_owners: bool = False
+    record_level: bool = False
+    user_budgets: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.options) - TRAINING_OPTIONS
@@ -99,6 +108,10 @@ class AlgorithmSpec:
             raise InvalidParameter(f"{self.name}: unknown plan options {sorted(unknown)}")
         if self.plan is not None and self.accounted_as is None:
             object.__setattr__(self, "accounted_as", self.name)
+        if self.record_level and self.plan is not None:
+            raise InvalidParameter(
+                f"{self.name}: a record-level algorithm is accounted per record, not by a plan"
+            )
         if self.plan is None and self.accounted_as is not None:
             raise InvalidParameter(
                 f"{self.name}: accounted_as needs a plan (a non-private algorithm releases no mechanism)"
@@ -106,7 +119,7 @@ class AlgorithmSpec:
 
     @property
     def private(self) -> bool:
-        return self.plan is not None
+        return self.plan is not None or self.record_level
 
 
 # Registration order is the order of the --algo choices.
@@ -167,6 +180,11 @@ def plan_algorithm(
 ) -> Plan:
     """Compile one ULDP-FL algorithm's hyper-parameters into the mechanism it releases."""
     spec = _REGISTRY.get(algorithm)
+    if spec is not None and spec.record_level:
+        raise InvalidParameter(
+            f"{algorithm} gives every record its own budget and is accounted per record: use "
+            "`uldp personalize` (or the per-tier epsilons `uldp train` prints)"
+        )
     if spec is None or not spec.private:
         choices = ", ".join(accounted_names())
         if spec is not None:

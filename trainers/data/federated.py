@@ -37,6 +37,18 @@ class FederatedData:
     n_silos: int
     n_classes: int
     allocation: dict
+    # Row numbers, in the source table or built-in set, of the training records (in training
+    # order), and how many records the source holds: per-record budgets given for the source's
+    # records (a file `uldp personalize` wrote, a drawn scenario) are matched through them.
+    record_index: np.ndarray | None = None
+    source_records: int = 0
+    # Personalised budgets (issue 14), set by `trainers.personal.personalize_data`: each training
+    # record's budget and sampling rate q (rPDP-FL), or each user's budget and rate q_u (ULDP).
+    record_budget: np.ndarray | None = None
+    record_q: np.ndarray | None = None
+    user_budget: np.ndarray | None = None
+    user_q: np.ndarray | None = None
+    rates_assumptions: dict | None = None  # where the budgets came from, how the rates were made
 
     @property
     def feature_shape(self) -> tuple[int, ...]:

@@ -112,4 +112,6 @@ def federate(
         n_silos=n_silos,
         n_classes=records.n_classes,
         allocation=description,
+        record_index=train.astype(np.int64),
+        source_records=len(records.y),
     )

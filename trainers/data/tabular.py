@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import gzip
 from pathlib import Path
 
@@ -169,6 +170,7 @@ def load_table(
     task: str = "binary",
     seed: int = 0,
     test_fraction: float = 0.2,
+    budget_column: str | None = None,
 ) -> FederatedData:
     """Any CSV or Parquet table with one record per row, federated.
 
@@ -176,7 +178,9 @@ def load_table(
     are spread over `silos` silos uniformly, 5 by default); `label_column` the target (for
     `task='survival'`, two columns 'TIME,EVENT'). Every other column is a feature: numbers and
     booleans as they are, text one-hot encoded; features are standardised on the training
-    split. Each silo is split into train and test, stratified by label.
+    split. Each silo is split into train and test, stratified by label. `budget_column`, if
+    given, holds each record's privacy budget epsilon (rPDP-FL): it is not a feature, and the
+    training records' budgets come back as `record_budget` (checked by `personal.check_budgets`).
     """
     if task not in TASKS:
         raise DataError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")
@@ -189,9 +193,10 @@ def load_table(
         raise DataError(f"--path: {path} has no rows")
     named = [user_column, *(name.strip() for name in label_column.split(","))]
     named += [] if silo_column is None else [silo_column]
+    named += [] if budget_column is None else [budget_column]
     if len(set(named)) != len(named):
         raise DataError(
-            "--user-column, --label-column and --silo-column must name "
+            "--user-column, --label-column, --silo-column and --budget-column must name "
             f"different columns, got {', '.join(named)}"
         )
     users, _ = _codes(_column(frame, user_column, "--user-column"))
@@ -207,6 +212,10 @@ def load_table(
                 f"values of --silo-column {silo_column!r}"
             )
         used.append(silo_column)
+    budgets = None
+    if budget_column is not None:
+        budgets = _budget_values(frame, budget_column)
+        used.append(budget_column)
     x, feature_names = _features(frame.drop(columns=used))
     n_silos = len(silo_names) if silo_column is not None else (silos or DEFAULT_SILOS)
     records = Records(
@@ -240,7 +249,7 @@ def load_table(
         description["classes"] = list(classes)  # class id i is classes[i]
     if silo_column is not None:
         description["silo_names"] = list(silo_names)
-    return federate(
+    data = federate(
         records,
         n_users=int(users.max()) + 1,
         n_silos=n_silos,
@@ -250,3 +259,28 @@ def load_table(
         test_fraction=test_fraction,
         description=description,
     )
+    if budgets is None:
+        return data
+    assert data.record_index is not None  # federate always sets it
+    return dataclasses.replace(data, record_budget=budgets[data.record_index])
+
+
+def _budget_values(frame, column: str) -> np.ndarray:
+    """The budget column as floats; a DataError naming --budget-column and the first bad row
+    (missing, not a number, <= 0, infinite): every record needs a positive finite budget."""
+    import pandas as pd
+
+    if column not in frame.columns:
+        shown = ", ".join(map(str, frame.columns[:12])) + (", ..." if frame.shape[1] > 12 else "")
+        raise DataError(f"--budget-column: no column {column!r} in the table (its columns: {shown})")
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
+    if bad.size:
+        row = int(bad[0])
+        raw = frame[column].iloc[row]
+        what = "missing" if pd.isna(raw) else f"{raw!r}, not a finite number > 0"
+        raise DataError(
+            f"--budget-column: {column!r} of row {row + 1} is {what}; every record needs a budget "
+            f"epsilon > 0 ({bad.size} bad row(s))"
+        )
+    return values

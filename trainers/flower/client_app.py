@@ -203,6 +203,7 @@ def _working_set(context: Context, *, cache: bool = True) -> _Silo:
         y=torch.as_tensor(values["y"], dtype=label),
         users=np.asarray(values["users"], dtype=np.int64),
         n_users=n_users,
+        q=None if "q" not in values else np.asarray(values["q"], dtype=np.float64),
     )
     model = build_model(
         str(state["model"]),

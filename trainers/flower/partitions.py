@@ -25,6 +25,8 @@ from uldp.errors import DataError
 from ..atomic import atomic_write
 
 KEYS = frozenset(("x", "y", "users", "silo", "n_users", "task", "federation"))
+#: What a partition may hold besides: `q`, each record's sampling rate (rpdp, unidp).
+OPTIONAL = frozenset(("q",))
 
 
 def federation_id(data) -> str:
@@ -56,6 +58,8 @@ def write_partitions(data, directory: str | os.PathLike) -> list[Path]:
             "task": np.asarray(data.task),
             "federation": np.asarray(federation_id(data)),
         }
+        if data.record_q is not None:
+            arrays["q"] = np.asarray(data.record_q[idx], dtype=np.float64)
         atomic_write(path, functools.partial(_save, arrays=arrays), mode=0o600)
         paths.append(path)
     return paths
@@ -73,9 +77,9 @@ def read_partition(
     path = Path(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
-            if set(archive.files) != KEYS:
+            if not KEYS <= set(archive.files) <= KEYS | OPTIONAL:
                 raise DataError(f"data-file {path}: not a uldp partition (holds {sorted(archive.files)})")
-            values = {key: archive[key] for key in KEYS}
+            values = {key: archive[key] for key in archive.files}
     except FileNotFoundError:
         raise DataError(f"data-file {path}: no such file") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
@@ -97,4 +101,8 @@ def read_partition(
         raise DataError(f"data-file {path}: x, y and users differ in length")
     if n and (values["users"].min() < 0 or values["users"].max() >= n_users):
         raise DataError(f"data-file {path}: user ids must lie in [0, {n_users})")
+    if "q" in values:
+        q = values["q"]
+        if q.shape != (n,) or not np.all((q >= 0) & (q <= 1)):
+            raise DataError(f"data-file {path}: q must hold one sampling rate in [0, 1] per record")
     return values

@@ -104,10 +104,13 @@ def read_params(record: ArrayRecord, like: dict[str, torch.Tensor]) -> dict[str,
 
 
 def plan_record(plan: RoundPlan, silo: int) -> ArrayRecord:
-    """What silo s needs of the plan: U_t and its own weights row (never another silo's)."""
+    """What silo s needs of the plan: U_t, its own weights row (never another silo's) and, where
+    silos are sampled (rpdp, unidp), whether it takes part."""
     values = {"sampled": plan.sampled.astype(np.uint8)}
     if plan.weights is not None:
         values["weights"] = np.asarray(plan.weights[silo], dtype=np.float64)
+    if plan.silos is not None:
+        values["taking_part"] = np.asarray([plan.silos[silo]], dtype=np.uint8)
     return arrays(values)
 
 
@@ -116,8 +119,8 @@ def read_plan(record: ArrayRecord, round: int, silo: int, n_silos: int, n_users:
     from ..algorithms.base import RoundPlan
 
     names = set(record.keys())
-    if names not in ({"sampled"}, {"sampled", "weights"}):
-        raise ValueError(f"the plan holds {sorted(names)}, expected sampled (and weights)")
+    if "sampled" not in names or not names <= {"sampled", "weights", "taking_part"}:
+        raise ValueError(f"the plan holds {sorted(names)}, expected sampled (and weights, taking_part)")
     values = read_arrays(record, names, "the plan")
     sampled = values["sampled"]
     if sampled.shape != (n_users,):
@@ -130,7 +133,14 @@ def read_plan(record: ArrayRecord, round: int, silo: int, n_silos: int, n_users:
             )
         weights = np.zeros((n_silos, n_users))
         weights[silo] = values["weights"]
-    return RoundPlan(round, sampled.astype(bool), weights)
+    silos = None
+    if "taking_part" in values:
+        if values["taking_part"].shape != (1,):
+            raise ValueError(f"the plan's taking_part has shape {values['taking_part'].shape}, expected (1,)")
+        # The silo learns only whether it takes part; the others are left out (False).
+        silos = np.zeros(n_silos, dtype=bool)
+        silos[silo] = bool(values["taking_part"][0])
+    return RoundPlan(round, sampled.astype(bool), weights, silos)
 
 
 def reply_record(message: Any, round: int) -> RecordDict:

@@ -49,6 +49,17 @@ MAX_SILOS = 10_000
 MAX_LABELS_PER_USER = 10_000
 MAX_GROUP_K = 1_000_000
 MAX_LOCAL_EPOCHS = 10_000
+MAX_LOCAL_STEPS = 1_000_000
+#: uldp.accountants.budgets.DISTRIBUTIONS, repeated so that parsing does not import numpy (a test
+#: keeps the two equal).
+BUDGET_DISTRIBUTIONS = (
+    "three-levels",
+    "bounded-pareto",
+    "bounded-mix-gauss",
+    "group-3",
+    "group-100",
+    "individual-1000",
+)
 MAX_BATCH = 100_000_000
 MAX_NOISE_SEED = 2**128 - 1  # the entropy drawn by default is 128 bits
 KEY_BITS_RANGE = (256, 16384)  # Paillier: >= 2048 unless --test-keys; 16384 takes minutes to make
@@ -197,6 +208,51 @@ class GroupK(click.ParamType):
     help=f"uldp-group: records kept per user, an integer in [1, {MAX_GROUP_K:,}], max or median.",
 )
 @click.option(
+    "--distribution",
+    type=click.Choice(BUDGET_DISTRIBUTIONS),
+    default=None,
+    help="rpdp/unidp/default: draw each record's budget from an rPDP-FL scenario (seeded by --seed, "
+    "as `uldp personalize --distribution` draws them).",
+)
+@click.option(
+    "--budgets",
+    "budgets_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="rpdp/unidp/default: CSV of per-record budgets (columns id, epsilon; what `uldp "
+    "personalize --out` writes), ids = row numbers of the data's records.",
+)
+@click.option(
+    "--budget-column",
+    default=None,
+    help="rpdp/unidp/default: your table's column holding each record's budget epsilon (> 0).",
+)
+@click.option(
+    "--user-budgets",
+    default=None,
+    metavar="FILE|NAME",
+    help="uldp-avg(-w)/uldp-sgd(-w): each user's budget, a CSV (columns user, epsilon) or a "
+    "scenario name drawn with --seed; user u is then sampled at its own q_u.",
+)
+@click.option(
+    "--local-steps",
+    type=PositiveInt(MAX_LOCAL_STEPS),
+    default=None,
+    help=f"rpdp/unidp: DP-SGD steps tau per round on a sampled silo, 1 to {MAX_LOCAL_STEPS:,} (default: 50).",
+)
+@click.option(
+    "--silo-q",
+    type=Interval(MIN_USER_Q, 1.0, low_open=False, high_open=False),
+    default=None,
+    help="rpdp/unidp: Poisson sampling rate lambda of a silo per round, in [1e-6, 1] (default: 1).",
+)
+@click.option(
+    "--threat-model",
+    type=click.Choice(["untrusted", "server"]),
+    default=None,
+    help="rpdp: the threat model the rates q are computed for (both are printed; default: untrusted).",
+)
+@click.option(
     "--local-epochs",
     type=PositiveInt(MAX_LOCAL_EPOCHS),
     default=None,
@@ -321,6 +377,13 @@ def command(
     noise_seed,
     user_q,
     group_k,
+    distribution,
+    budgets_file,
+    budget_column,
+    user_budgets,
+    local_steps,
+    silo_q,
+    threat_model,
     local_epochs,
     lr,
     global_lr,
@@ -367,6 +430,9 @@ def command(
         engine,
     )
     _check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
+    personal = _check_budgets(
+        algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
+    )
     # What the user left out comes from the (data set, algorithm) defaults: trainers/defaults.py.
     given = {
         "users": users,
@@ -378,6 +444,8 @@ def command(
         "model": model,
     }
     chosen = {k: v if given[k] is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
+    if personal and sigma is None:
+        chosen["sigma"] = None  # calibrated to the budgets (trainers.personal)
     rounds = chosen["rounds"]
     last: dict = {}  # the last completed round's row, for the message if interrupted
     try:
@@ -409,7 +477,28 @@ def command(
                 allocation,
                 labels_per_user,
                 seed,
+                budget_column,
             )
+            if personal:
+                from uldp.trainers.algorithms import get_algorithm
+                from uldp.trainers.personal import personalize_data
+
+                data, chosen["sigma"] = personalize_data(
+                    data,
+                    algo=algo,
+                    record_level=get_algorithm(algo).record_level,
+                    budgets_file=budgets_file,
+                    distribution=distribution,
+                    user_budgets_from=user_budgets,
+                    seed=seed,
+                    sigma=chosen["sigma"],
+                    local_steps=local_steps or TrainConfig.local_steps,
+                    rounds=rounds,
+                    silo_q=silo_q or 1.0,
+                    delta=delta,
+                    threat_model=threat_model or "untrusted",
+                    batch_size=batch_size,
+                )
             cfg = TrainConfig(
                 algo=algo,
                 rounds=rounds,
@@ -429,6 +518,9 @@ def command(
                 key_bits=key_bits,
                 test_keys=test_keys,
                 batched=not loop,
+                **({} if local_steps is None else {"local_steps": local_steps}),
+                **({} if silo_q is None else {"silo_q": silo_q}),
+                **({} if threat_model is None else {"threat_model": threat_model}),
             )
             metric = data.metric
 
@@ -473,6 +565,8 @@ def command(
             ),
         )
     defaulted = [k.replace("_", "-") for k, v in given.items() if v is None and k != "model"]
+    if personal and sigma is None:
+        defaulted.remove("sigma")  # calibrated to the budgets, not a default (the notes say so)
     _render(result, data, fmt, plot_path, metrics_path, every, defaulted)
 
 
@@ -581,6 +675,8 @@ ALGORITHM_OPTIONS = {
     "local_batch_size": "local_batch_size",
     "group_k": "group_k",
     "loop": "batched",
+    "local_steps": "local_steps",
+    "silo_q": "silo_q",
 }
 
 
@@ -610,6 +706,10 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
         ignored["silo_column"] = "it describes your own table (--user-column)"
         if dataset != "creditcard":
             ignored["data_path"] = f"{dataset} is built in; only creditcard reads --data-path"
+    if not spec.record_level:
+        ignored["threat_model"] = f"it chooses the threat model of rpdp/unidp's rates, and {algo} has none"
+    else:
+        ignored["user_q"] = f"{algo} samples silos (--silo-q) and records, not users"
     if not secure:
         ignored["key_bits"] = "it sizes Protocol 1's keys, which only --secure uses"
     if fmt != "table":
@@ -627,6 +727,48 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
             raise click.UsageError(f"{option} does not apply here: {why}; drop it", ctx)
 
 
+def _check_budgets(
+    algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
+) -> bool:
+    """Refuse budgets an algorithm cannot use, and more than one source (one line, exit 2); True
+    when the run has personalised budgets (issue 14)."""
+    from uldp.trainers.algorithms import get_algorithm
+
+    spec = get_algorithm(algo)
+    given = [
+        name
+        for name, value in (
+            ("--distribution", distribution),
+            ("--budgets", budgets_file),
+            ("--budget-column", budget_column),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise click.UsageError(f"give one source of per-record budgets, not {' and '.join(given)}")
+    if given and spec.user_budgets:
+        raise click.UsageError(
+            f"{given[0]} gives per-record budgets (rpdp, unidp, default); {algo} protects users: "
+            "give --user-budgets FILE|NAME"
+        )
+    if given and not (spec.record_level or not spec.private):
+        raise click.UsageError(f"{given[0]} applies to rpdp, unidp and default, not {algo}")
+    if spec.record_level and not given:
+        raise click.UsageError(
+            f"{algo} needs each record's budget: give --distribution NAME, --budgets FILE, or "
+            "--budget-column COLUMN of your table"
+        )
+    if budget_column is not None and user_column is None:
+        raise click.UsageError("--budget-column reads your own table (--data-path with --user-column)")
+    if user_budgets is not None:
+        if not spec.user_budgets:
+            names = "uldp-avg, uldp-avg-w, uldp-sgd and uldp-sgd-w"
+            raise click.UsageError(f"--user-budgets applies to {names}, not {algo}")
+        if user_q != 1.0:
+            raise click.UsageError("--user-budgets samples every user at its own q_u; drop --user-q")
+    return bool(given) or user_budgets is not None
+
+
 def _load(
     dataset,
     data_path,
@@ -639,6 +781,7 @@ def _load(
     allocation,
     labels_per_user,
     seed,
+    budget_column=None,
 ):
     if user_column is not None:
         from uldp.trainers.data import load_table
@@ -651,6 +794,7 @@ def _load(
             silos=silos,
             task=task,
             seed=seed,
+            budget_column=budget_column,
         )
     from uldp.trainers.data import load_dataset
 
@@ -687,18 +831,22 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         "history": result.history,
     }
     sampled = "server_epsilon" in summary
+    tiers = summary.get("tiers")
+    epsilon_columns = (
+        [("epsilon", "epsilon (model)"), ("server_epsilon", "epsilon (server)")]
+        if sampled
+        else [("epsilon", "epsilon")]
+    )
+    rows = result.history
+    if tiers:
+        epsilon_columns, rows = _tier_columns(tiers, summary, rows, fmt)
     columns = [
         ("round", "round"),
         ("loss", "test loss"),
         (metric, metric.replace("_", "-")),
-        *(
-            [("epsilon", "epsilon (model)"), ("server_epsilon", "epsilon (server)")]
-            if sampled
-            else [("epsilon", "epsilon")]
-        ),
+        *epsilon_columns,
         ("elapsed_s", "elapsed s"),
     ]
-    rows = result.history
     notes = [
         f"{summary['algo']} on {data.name} ({'SYNTHETIC data' if data.synthetic else 'real data'}), "
         f"{summary['users']} users, {summary['silos']} silos, model {summary['model']} "
@@ -725,6 +873,8 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
             "epsilon (model): the released models, amplified by user sampling; epsilon (server): "
             "against the server, which draws the sample and so gets no amplification (Remark 1)"
         )
+    if tiers:
+        notes.extend(_tier_notes(tiers, summary))
     if fmt == "table":
         step = every or -(-len(rows) // MAX_TABLE_ROWS)
         if step > 1:
@@ -746,6 +896,72 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         document=document,
         notes=notes,
     )
+
+
+def _tier_columns(tiers: list[dict], summary: dict, rows: list[dict], fmt: str):
+    """The per-tier epsilon columns: every view's value in JSON/CSV; in the table one column per
+    tier headed by its budget (the views' values side by side only where they differ)."""
+    level = summary["budget_check"]["level"]
+    views = ("untrusted", "server") if level == "record" else ("model", "server")
+    if fmt != "table":
+        columns = [("epsilon", "epsilon")] + (
+            [("server_epsilon", "server_epsilon")] if "server_epsilon" in summary else []
+        )
+        for i in range(1, len(tiers) + 1):
+            columns += [(f"tier{i}_budget", f"tier{i}_budget")]
+            columns += [(f"tier{i}_epsilon_{v}", f"tier{i}_epsilon_{v}") for v in views]
+        return columns, rows
+    shown = []
+    for row in rows:
+        out = dict(row)
+        for i in range(1, len(tiers) + 1):
+            first, second = row[f"tier{i}_epsilon_{views[0]}"], row[f"tier{i}_epsilon_{views[1]}"]
+            same = first == second or level == "user"  # user level: the server has its own column
+            out[f"tier{i}"] = first if same else f"{format_cell(first)} | {format_cell(second)}"
+        shown.append(out)
+    columns = []
+    for i, tier in enumerate(tiers, start=1):
+        name = "budget" if tier["count"] is not None else f"{tier['label']}, budget"
+        columns.append((f"tier{i}", f"eps ({name} {tier['budget']:.3g})"))
+    if level == "user":
+        columns.append(("server_epsilon", "eps (server)"))
+    return columns, shown
+
+
+def _tier_notes(tiers: list[dict], summary: dict) -> list[str]:
+    check = summary["budget_check"]
+    what = "record" if check["level"] == "record" else "user"
+    counts = ", ".join(
+        f"{t['count']} at {t['budget']:g} (q {t['q']:.4g})" for t in tiers if t["count"] is not None
+    )
+    notes = []
+    if check["level"] == "record":
+        notes.append(
+            f"eps (budget b): epsilon spent so far by the {what}s whose budget is b"
+            + (f" ({counts})" if counts else ", at the budget quantiles")
+            + "; both threat models (untrusted parties, honest-but-curious server) give the same "
+            "value here (`a | b` where they differ); JSON/CSV have both"
+        )
+    else:
+        notes.append(
+            "eps (budget b): each user's epsilon in the released models"
+            + (f" ({counts})" if counts else ", at the budget quantiles")
+            + "; eps (server): against the server, which draws the sample (the same for every user)"
+        )
+    if check["view"] is None:
+        notes.append(f"{summary['algo']} is not private: no {what}'s budget is met (epsilon unbounded)")
+    elif check["over_budget"] == 0:
+        notes.append(
+            f"budget check: every distinct rate ({check['distinct_rates']}) re-accounted after "
+            f"{check['rounds']} rounds ({check['view']}): no {what} exceeded its budget (largest "
+            f"spent / budget {check['largest_spent_over_budget']:.4f})"
+        )
+    else:
+        notes.append(
+            f"BUDGET EXCEEDED: {check['over_budget']} of {check['count']} {what}s spent more than "
+            f"their budget after {check['rounds']} rounds ({check['view']})"
+        )
+    return notes
 
 
 def _ordinal(n: int) -> str:

@@ -1,0 +1,72 @@
+"""DP-SGD on one silo's records: Poisson sampling, per-record clipping, Gaussian noise.
+
+Shared by ULDP-GROUP-k (ULDP-FL Algorithm 2, one rate for all records) and rPDP-FL / UniDP
+(rPDP-FL Algorithm 2, one rate per record). torch and numpy are imported inside the function:
+the algorithm modules that import this one are read by `uldp account`, which must not load torch.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+
+    from .base import Context, TrainConfig
+
+
+def dp_sgd(
+    ctx: Context,
+    params: dict[str, torch.Tensor],
+    x: torch.Tensor,
+    y: torch.Tensor,
+    usable: np.ndarray,
+    *,
+    gamma: float | np.ndarray,
+    lot_size: float,
+    steps: int,
+    cfg: TrainConfig,
+    rng: np.random.Generator,
+) -> dict[str, torch.Tensor]:
+    """`steps` DP-SGD steps on the records `usable` (Abadi et al. 2016, Algorithm 1): each step
+    Poisson-samples them, clips every sampled record's gradient to C, adds N(0, sigma^2 C^2) to
+    the sum and moves by -lr / `lot_size` times it.
+
+    `gamma` is one rate for all (ULDP-GROUP-k), or one per usable record (rPDP-FL Algorithm 2
+    line 9: record j kept with its own q_j); either way one vectorised draw per step, no loop over
+    records. `lot_size` is the fixed divisor (Abadi et al.'s L; for personalised rates the
+    expected batch sum_j q_j), never the realised batch size, which would reveal it.
+    """
+    import torch
+    from torch.func import functional_call, grad, vmap
+
+    from .base import apply_delta
+
+    model, loss_fn = ctx.model, ctx.loss_fn
+
+    def record_loss(p, xr, yr):
+        return loss_fn(
+            functional_call(model, p, (xr.unsqueeze(0),)),
+            yr.unsqueeze(0),
+            torch.ones(1, dtype=xr.dtype, device=xr.device),
+        )
+
+    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0))
+    local = {k: v.detach().clone() for k, v in params.items()}
+    like = next(iter(local.values()))
+    for _ in range(steps):
+        chosen = usable[rng.random(len(usable)) < gamma]
+        noise = torch.as_tensor(
+            rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params), dtype=like.dtype, device=like.device
+        )
+        total = noise
+        if len(chosen):
+            idx = torch.as_tensor(chosen, device=x.device)
+            grads = per_record(local, x[idx], y[idx])
+            flat = torch.cat([g.reshape(len(chosen), -1) for g in grads.values()], dim=1)
+            norms = torch.linalg.vector_norm(flat, dim=1, keepdim=True)
+            clipped = flat * torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0)
+            total = clipped.sum(dim=0) + noise
+        local = apply_delta(local, total, -cfg.lr / lot_size)
+    return local
