@@ -56,7 +56,7 @@ def dp_sgd(
     local = {k: v.detach().clone() for k, v in params.items()}
     like = next(iter(local.values()))
     for _ in range(steps):
-        chosen = usable[rng.random(len(usable)) < gamma]
+        chosen = poisson_sample(usable, gamma, rng)
         noise = torch.as_tensor(
             rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params), dtype=like.dtype, device=like.device
         )
@@ -70,3 +70,9 @@ def dp_sgd(
             total = clipped.sum(dim=0) + noise
         local = apply_delta(local, total, -cfg.lr / lot_size)
     return local
+
+
+def poisson_sample(usable: np.ndarray, gamma: float | np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """The records of `usable` kept in one step: each independently with probability `gamma`
+    (one rate, or one per record), in one vectorised draw (rPDP-FL Algorithm 2 line 9)."""
+    return usable[rng.random(len(usable)) < gamma]

@@ -278,7 +278,7 @@ def _budget_values(frame, column: str) -> np.ndarray:
     if bad.size:
         row = int(bad[0])
         raw = frame[column].iloc[row]
-        what = "missing" if pd.isna(raw) else f"{raw!r}, not a finite number > 0"
+        what = "missing" if pd.isna(raw) else f"{raw}, not a finite number > 0"
         raise DataError(
             f"--budget-column: {column!r} of row {row + 1} is {what}; every record needs a budget "
             f"epsilon > 0 ({bad.size} bad row(s))"

@@ -410,7 +410,7 @@ def _budgets(path, budget_column, id_column, distribution, records, seed) -> Bud
         return read_budgets(path, budget_column, id_column or "id", id_column is not None)
     values = sample_budgets(distribution, records, seed)
     return Budgets(
-        np.arange(records),
+        np.arange(1, records + 1),  # row numbers from 1, as a file without ids gets them
         "id",
         "epsilon",
         values,

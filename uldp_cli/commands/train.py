@@ -444,7 +444,8 @@ def command(
         "model": model,
     }
     chosen = {k: v if given[k] is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
-    if personal and sigma is None:
+    calibrated = personal and sigma is None and _private(algo)
+    if calibrated:
         chosen["sigma"] = None  # calibrated to the budgets (trainers.personal)
     rounds = chosen["rounds"]
     last: dict = {}  # the last completed round's row, for the message if interrupted
@@ -483,7 +484,7 @@ def command(
                 from uldp.trainers.algorithms import get_algorithm
                 from uldp.trainers.personal import personalize_data
 
-                data, chosen["sigma"] = personalize_data(
+                data, personal_sigma = personalize_data(
                     data,
                     algo=algo,
                     record_level=get_algorithm(algo).record_level,
@@ -499,6 +500,7 @@ def command(
                     threat_model=threat_model or "untrusted",
                     batch_size=batch_size,
                 )
+                chosen["sigma"] = personal_sigma if personal_sigma is not None else chosen["sigma"]
             cfg = TrainConfig(
                 algo=algo,
                 rounds=rounds,
@@ -565,7 +567,7 @@ def command(
             ),
         )
     defaulted = [k.replace("_", "-") for k, v in given.items() if v is None and k != "model"]
-    if personal and sigma is None:
+    if calibrated:
         defaulted.remove("sigma")  # calibrated to the budgets, not a default (the notes say so)
     _render(result, data, fmt, plot_path, metrics_path, every, defaulted)
 
@@ -921,8 +923,8 @@ def _tier_columns(tiers: list[dict], summary: dict, rows: list[dict], fmt: str):
         shown.append(out)
     columns = []
     for i, tier in enumerate(tiers, start=1):
-        name = "budget" if tier["count"] is not None else f"{tier['label']}, budget"
-        columns.append((f"tier{i}", f"eps ({name} {tier['budget']:.3g})"))
+        name = "" if tier["count"] is not None else f" {tier['label']}"
+        columns.append((f"tier{i}", f"eps{name} b={tier['budget']:.3g}"))
     if level == "user":
         columns.append(("server_epsilon", "eps (server)"))
     return columns, shown
@@ -937,14 +939,14 @@ def _tier_notes(tiers: list[dict], summary: dict) -> list[str]:
     notes = []
     if check["level"] == "record":
         notes.append(
-            f"eps (budget b): epsilon spent so far by the {what}s whose budget is b"
+            f"eps b=B: epsilon spent so far by the {what}s whose budget is B"
             + (f" ({counts})" if counts else ", at the budget quantiles")
             + "; both threat models (untrusted parties, honest-but-curious server) give the same "
             "value here (`a | b` where they differ); JSON/CSV have both"
         )
     else:
         notes.append(
-            "eps (budget b): each user's epsilon in the released models"
+            "eps b=B: epsilon spent so far in the released models by the users whose budget is B"
             + (f" ({counts})" if counts else ", at the budget quantiles")
             + "; eps (server): against the server, which draws the sample (the same for every user)"
         )
@@ -967,3 +969,9 @@ def _tier_notes(tiers: list[dict], summary: dict) -> list[str]:
 def _ordinal(n: int) -> str:
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
+
+
+def _private(algo: str) -> bool:
+    from uldp.trainers.algorithms import get_algorithm
+
+    return get_algorithm(algo).private
