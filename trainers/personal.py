@@ -105,15 +105,15 @@ def record_budgets_from_file(
         with open(path, newline="", encoding="utf-8-sig") as handle:
             rows = list(csv.reader(handle))
     except OSError as error:
-        raise DataError(f"--budgets: cannot read {path} ({error.strerror or error})") from None
+        raise DataError(f"--epsilon-csv: cannot read {path} ({error.strerror or error})") from None
     except UnicodeDecodeError:
-        raise DataError(f"--budgets: {path} is not a UTF-8 CSV file") from None
+        raise DataError(f"--epsilon-csv: {path} is not a UTF-8 CSV file") from None
     if not rows:
-        raise DataError(f"--budgets: {path} is empty; expected a header naming {budget_column!r}")
+        raise DataError(f"--epsilon-csv: {path} is empty; expected a header naming {budget_column!r}")
     header = [name.strip() for name in rows[0]]
     if budget_column not in header:
         raise DataError(
-            f"--budgets: {path} has no column {budget_column!r} (its columns: {', '.join(header[:12])})"
+            f"--epsilon-csv: {path} has no column {budget_column!r} (its columns: {', '.join(header[:12])})"
         )
     column = header.index(budget_column)
     ids_at = header.index(id_column) if id_column in header else None
@@ -122,12 +122,12 @@ def record_budgets_from_file(
     by_row = np.full(n, np.nan)
     for line, row in enumerate(body, start=2):
         if len(row) != len(header):
-            raise DataError(f"--budgets: {path} line {line} has {len(row)} fields, the header {len(header)}")
+            raise DataError(f"--epsilon-csv: {path} line {line} has {len(row)} fields, the header {len(header)}")
         try:
             value = float(row[column])
         except ValueError:
             raise DataError(
-                f"--budgets: {path} line {line}: {budget_column} {row[column]!r} is not a number"
+                f"--epsilon-csv: {path} line {line}: {budget_column} {row[column]!r} is not a number"
             ) from None
         if ids_at is None:
             record = line - 2
@@ -136,12 +136,12 @@ def record_budgets_from_file(
                 record = int(row[ids_at]) - 1
             except ValueError:
                 raise DataError(
-                    f"--budgets: {path} line {line}: {id_column} {row[ids_at]!r} is not a record "
+                    f"--epsilon-csv: {path} line {line}: {id_column} {row[ids_at]!r} is not a record "
                     f"number (1 to {n})"
                 ) from None
         if not 0 <= record < n:
             raise DataError(
-                f"--budgets: {path} line {line}: record {record + 1} does not exist (the data has "
+                f"--epsilon-csv: {path} line {line}: record {record + 1} does not exist (the data has "
                 f"records 1 to {n})"
             )
         by_row[record] = value
@@ -151,10 +151,10 @@ def record_budgets_from_file(
     if missing.size:
         shown = ", ".join(str(int(i) + 1) for i in index[missing[:NAMED]])
         raise DataError(
-            f"--budgets: {path} has no budget for {missing.size} training record(s) (records "
+            f"--epsilon-csv: {path} has no budget for {missing.size} training record(s) (records "
             f"{shown}{', ...' if missing.size > NAMED else ''}); give one per record"
         )
-    check_positive(values, "record", "--budgets", index + 1)
+    check_positive(values, "record", "--epsilon-csv", index + 1)
     named = f"column {budget_column!r}" + ("" if ids_at is None else f", records by {id_column!r}")
     return Budgets(values, f"file {path} ({named})")
 
@@ -537,6 +537,7 @@ def personalize_data(
     algo: str,
     record_level: bool,
     budgets_file: str | None = None,
+    budgets_column: str = "epsilon",
     distribution: str | None = None,
     user_budgets_from: str | None = None,
     seed: int = 0,
@@ -560,7 +561,7 @@ def personalize_data(
         rates = user_rates(budgets, sigma=sigma, rounds=rounds, delta=delta, ids=np.arange(data.n_users))
         return with_rates(data, rates), rates.sigma
     if budgets_file is not None:
-        budgets = record_budgets_from_file(data, budgets_file)
+        budgets = record_budgets_from_file(data, budgets_file, budgets_column)
     elif distribution is not None:
         budgets = record_budgets_drawn(data, distribution, seed)
     elif data.record_budget is not None:
@@ -568,8 +569,8 @@ def personalize_data(
     else:
         if record_level:
             raise InvalidParameter(
-                f"{algo} needs per-record budgets: give --distribution NAME, --budgets FILE or "
-                "--budget-column COLUMN"
+                f"{algo} needs per-record budgets: give --distribution NAME, --epsilon-csv FILE or "
+                "--epsilon-column COLUMN"
             )
         return data, sigma
     ids = _record_index(data) + 1

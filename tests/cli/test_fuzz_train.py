@@ -28,6 +28,9 @@ BASE = ("train", "--dataset", "heart-disease", "--rounds", "1", "--users", "8", 
 EXTRA = {
     "key_bits": ("--secure", "--test-keys"),
     "every": ("--format", "table"),
+    # rpdp / unidp need per-record budgets to run at all
+    "local_steps": ("--distribution", "three-levels"),
+    "silo_q": ("--distribution", "three-levels"),
 }
 
 
@@ -105,7 +108,7 @@ def test_every_numeric_option_is_fuzzed() -> None:
     # The enumeration must not silently shrink: these are the numeric options today.
     expected = {"rounds", "sigma", "clip", "users", "silos", "labels_per_user", "seed", "noise_seed"}
     expected |= {"user_q", "group_k", "local_epochs", "lr", "global_lr", "batch_size", "local_batch_size"}
-    expected |= {"delta", "key_bits", "every", "threads"}
+    expected |= {"delta", "key_bits", "every", "threads", "local_steps", "silo_q"}
     assert expected <= set(NUMERIC)
 
 

@@ -96,7 +96,7 @@ def test_a_personalize_file_gives_the_same_run_as_the_scenario(rpdp_json, tmp_pa
     out = tmp_path / "q.csv"
     args = ("--distribution", "three-levels", "--records", str(HEART_RECORDS), "--sigma", "1")
     assert personalize_run(*args, "--local-steps", "3", "--rounds", "2", "--out", str(out)).exit_code == 0
-    document = run_json("--algo", "rpdp", *BASE, "--budgets", str(out))
+    document = run_json("--algo", "rpdp", *BASE, "--epsilon-csv", str(out))
     assert document["summary"]["tiers"] == rpdp_json["summary"]["tiers"]
     assert document["summary"]["sigma"] == rpdp_json["summary"]["sigma"]
     assert [r["loss"] for r in document["history"]] == [r["loss"] for r in rpdp_json["history"]]
@@ -141,7 +141,7 @@ def test_budget_column_of_your_table_is_not_a_feature(tmp_path):
         "--algo",
         "rpdp",
         *args,
-        "--budget-column",
+        "--epsilon-column",
         "eps",
         "--rounds",
         "1",
@@ -152,8 +152,8 @@ def test_budget_column_of_your_table_is_not_a_feature(tmp_path):
     )
     assert document["summary"]["parameters"] == 3  # logistic on a, b: eps is not a feature
     assert [t["budget"] for t in document["summary"]["tiers"]] == [0.5, 2.0]
-    missing = run("--algo", "rpdp", *args, "--budget-column", "nope", "--rounds", "1")
-    _one_error_line(missing, "--budget-column", "no column 'nope'")
+    missing = run("--algo", "rpdp", *args, "--epsilon-column", "nope", "--rounds", "1")
+    _one_error_line(missing, "--epsilon-column", "no column 'nope'")
 
 
 def _write_table(path, budgets):
@@ -179,29 +179,31 @@ def test_a_bad_budget_in_the_column_is_refused(tmp_path, bad, needle):
     _write_table(path, ["1"] * 3 + [bad] + ["1"] * 36)
     args = ("--data-path", str(path), "--user-column", "patient", "--label-column", "y")
     _one_error_line(
-        run("--algo", "rpdp", *args, "--budget-column", "eps", "--rounds", "1"), "--budget-column", needle
+        run("--algo", "rpdp", *args, "--epsilon-column", "eps", "--rounds", "1"), "--epsilon-column", needle
     )
 
 
 def test_a_budget_file_missing_records_or_with_a_zero_is_refused(tmp_path):
     short = tmp_path / "short.csv"
     short.write_text("id,epsilon\n" + "".join(f"{i},1\n" for i in range(1, 600)))
-    _one_error_line(run("--algo", "rpdp", *BASE, "--budgets", str(short)), "--budgets", "no budget for")
+    _one_error_line(
+        run("--algo", "rpdp", *BASE, "--epsilon-csv", str(short)), "--epsilon-csv", "no budget for"
+    )
     zero = tmp_path / "zero.csv"
     zero.write_text("id,epsilon\n" + "".join(f"{i},{0 if i == 7 else 1}\n" for i in range(1, 741)))
-    result = run("--algo", "rpdp", *BASE, "--budgets", str(zero))
+    result = run("--algo", "rpdp", *BASE, "--epsilon-csv", str(zero))
     _one_error_line(result, "finite numbers > 0")
     column = tmp_path / "col.csv"
     column.write_text("id,budget\n1,1\n")
     _one_error_line(
-        run("--algo", "rpdp", *BASE, "--budgets", str(column)), "--budgets", "no column 'epsilon'"
+        run("--algo", "rpdp", *BASE, "--epsilon-csv", str(column)), "--epsilon-csv", "no column 'epsilon'"
     )
 
 
 def test_a_budget_below_every_reachable_epsilon_names_the_records(tmp_path):
     tiny = tmp_path / "tiny.csv"
     tiny.write_text("id,epsilon\n" + "".join(f"{i},{1e-9 if i % 100 == 0 else 1}\n" for i in range(1, 741)))
-    result = run("--algo", "rpdp", *BASE, "--budgets", str(tiny), "--sigma", "1", "--local-steps", "500")
+    result = run("--algo", "rpdp", *BASE, "--epsilon-csv", str(tiny), "--sigma", "1", "--local-steps", "500")
     _one_error_line(result, "below the smallest reachable epsilon", "record 100 (1e-09)")
 
 
@@ -209,10 +211,10 @@ def test_a_budget_below_every_reachable_epsilon_names_the_records(tmp_path):
     "args, needles",
     [
         (("--algo", "rpdp", *BASE), ("needs each record's budget",)),
-        (("--algo", "rpdp", *BASE, "--distribution", "group-3", "--budgets", "x.csv"), ("one source",)),
+        (("--algo", "rpdp", *BASE, "--distribution", "group-3", "--epsilon-csv", __file__), ("one source",)),
         (("--algo", "uldp-avg", *BASE[:2], "--distribution", "group-3"), ("--user-budgets",)),
         (("--algo", "uldp-naive", *BASE[:2], "--distribution", "group-3"), ("rpdp, unidp and default",)),
-        (("--algo", "rpdp", *BASE, "--budget-column", "eps"), ("your own table",)),
+        (("--algo", "rpdp", *BASE, "--epsilon-column", "eps"), ("your own table",)),
         (("--algo", "rpdp", *BASE, "--distribution", "group-3", "--user-q", "0.5"), ("--user-q",)),
         (("--algo", "uldp-avg", *BASE[:2], "--threat-model", "server"), ("--threat-model",)),
         (("--algo", "uldp-avg", *BASE[:2], "--local-steps", "3"), ("--local-steps",)),
@@ -224,5 +226,35 @@ def test_misplaced_budget_options_are_refused_in_one_line(args, needles):
 
 def test_help_lists_the_new_algorithms_and_options():
     text = " ".join(run("--help").stdout.split())
-    for needle in ("rpdp", "unidp", "--distribution", "--budgets", "--budget-column", "--user-budgets"):
+    for needle in ("rpdp", "unidp", "--distribution", "--epsilon-csv", "--epsilon-column", "--user-budgets"):
         assert needle in text
+
+
+def test_the_issue_spellings_budgets_and_budget_column_work_and_name_the_vocabulary(tmp_path):
+    path = tmp_path / "t.csv"
+    _write_table(path, [0.5, 2.0] * 20)
+    args = ("--data-path", str(path), "--user-column", "patient", "--label-column", "y")
+    result = run("--algo", "rpdp", *args, "--budget-column", "eps", "--rounds", "1", "--local-steps", "2")
+    assert result.exit_code == 0, result.output
+    assert "--budget-column is an old spelling of --epsilon-column" in result.stderr
+    out = tmp_path / "q.csv"
+    assert (
+        personalize_run(
+            "--distribution",
+            "group-3",
+            "--records",
+            "740",
+            "--sigma",
+            "2",
+            "--local-steps",
+            "3",
+            "--rounds",
+            "2",
+            "--out",
+            str(out),
+        ).exit_code
+        == 0
+    )
+    result = run("--algo", "unidp", *BASE, "--budgets", str(out))
+    assert result.exit_code == 0, result.output
+    assert "--budgets is an old spelling of --epsilon-csv" in result.stderr

@@ -151,6 +151,17 @@ RUNS: dict[str, dict[str, str]] = {
         "--rounds": "5",
         "--silo-q": "0.5",
     },
+    "train": {
+        "--algo": "rpdp",
+        "--data-path": "table.csv",
+        "--user-column": "patient",
+        "--label-column": "y",
+        "--epsilon-csv": "records.csv",
+        "--epsilon-column": "eps",
+        "--rounds": "1",
+        "--local-steps": "2",
+        "--noise-seed": "1",
+    },
     "subject": {
         "--members": "4",
         "--per-round": "4",
@@ -165,10 +176,16 @@ RUNS: dict[str, dict[str, str]] = {
 
 
 def _invoke(args: list[str], cwd: Path):
-    """`uldp ARGS`, with the budgets file RUNS names written into `cwd`."""
-    budgets = cwd / "budgets.csv"
-    budgets.write_text("id,eps\na,0.5\nb,1\nc,2\n", encoding="utf-8")
-    return CliRunner().invoke(cli, [str(budgets) if arg == "budgets.csv" else arg for arg in args])
+    """`uldp ARGS`, with the files RUNS names written into `cwd`: a budgets file (personalize),
+    a table of 40 records and their budgets by record number (train)."""
+    files = {
+        "budgets.csv": "id,eps\na,0.5\nb,1\nc,2\n",
+        "table.csv": "patient,a,y\n" + "".join(f"{i % 8},{i / 10},{i % 2}\n" for i in range(40)),
+        "records.csv": "id,eps\n" + "".join(f"{i},{1 + i % 2}\n" for i in range(1, 41)),
+    }
+    for name, text in files.items():
+        (cwd / name).write_text(text, encoding="utf-8")
+    return CliRunner().invoke(cli, [str(cwd / arg) if arg in files else arg for arg in args])
 
 
 def _run(name: str, options: dict[str, str], cwd: Path) -> tuple[Any, str]:
@@ -181,7 +198,7 @@ def _run(name: str, options: dict[str, str], cwd: Path) -> tuple[Any, str]:
 def _timeless(document: Any) -> Any:
     """The JSON document without its wall-clock timings, which differ from run to run."""
     if isinstance(document, dict):
-        return {k: _timeless(v) for k, v in document.items() if "seconds" not in k}
+        return {k: _timeless(v) for k, v in document.items() if "seconds" not in k and k != "elapsed_s"}
     if isinstance(document, list):
         return [_timeless(v) for v in document]
     return document
@@ -208,7 +225,7 @@ def test_an_old_spelling_works_as_a_config_key_and_warns(case: tuple[str, str, s
     options = RUNS[name]
     expected, _ = _run(name, options, tmp_path)
     config = tmp_path / "plan.yaml"
-    value = str(tmp_path / "budgets.csv") if options[new] == "budgets.csv" else options[new]
+    value = str(tmp_path / options[new]) if options[new].endswith(".csv") else options[new]
     config.write_text(f"{old.lstrip('-')}: '{value}'\n", encoding="utf-8")
     rest = {key: value for key, value in options.items() if key != new}
     got, warning = _run(name, {**rest, "--config": str(config)}, tmp_path)

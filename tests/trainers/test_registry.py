@@ -31,6 +31,8 @@ def test_built_in_algorithms_in_their_order():
         "uldp-avg-w",
         "uldp-sgd",
         "uldp-sgd-w",
+        "rpdp",
+        "unidp",
     )
     assert accounted_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-sgd")
     assert secure_names() == ("uldp-avg-w", "uldp-sgd-w")
@@ -48,6 +50,24 @@ def test_default_is_not_private_and_has_no_plan():
     assert not spec.private and spec.accounted_as is None
     with pytest.raises(InvalidParameter, match="default is not private"):
         plan_algorithm("default", sigma=1.0, rounds=1)
+
+
+def test_record_level_algorithms_are_private_but_have_no_user_level_plan():
+    for name in ("rpdp", "unidp"):
+        spec = get_algorithm(name)
+        assert spec.private and spec.record_level and spec.accounted_as is None
+        with pytest.raises(InvalidParameter, match="accounted per record: use `uldp personalize`"):
+            plan_algorithm(name, sigma=1.0, rounds=1)
+    assert [
+        n for n in ("uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w") if get_algorithm(n).user_budgets
+    ] == [
+        "uldp-avg",
+        "uldp-avg-w",
+        "uldp-sgd",
+        "uldp-sgd-w",
+    ]
+    with pytest.raises(InvalidParameter, match="record-level algorithm is accounted per record"):
+        AlgorithmSpec(name="x", help="", build=lambda *a: None, plan=lambda i: None, record_level=True)
 
 
 def test_unknown_names_are_refused_with_the_choices():

@@ -196,7 +196,7 @@ def load_table(
     named += [] if budget_column is None else [budget_column]
     if len(set(named)) != len(named):
         raise DataError(
-            "--user-column, --label-column, --silo-column and --budget-column must name "
+            "--user-column, --label-column, --silo-column and --epsilon-column must name "
             f"different columns, got {', '.join(named)}"
         )
     users, _ = _codes(_column(frame, user_column, "--user-column"))
@@ -266,13 +266,13 @@ def load_table(
 
 
 def _budget_values(frame, column: str) -> np.ndarray:
-    """The budget column as floats; a DataError naming --budget-column and the first bad row
+    """The budget column as floats; a DataError naming --epsilon-column and the first bad row
     (missing, not a number, <= 0, infinite): every record needs a positive finite budget."""
     import pandas as pd
 
     if column not in frame.columns:
         shown = ", ".join(map(str, frame.columns[:12])) + (", ..." if frame.shape[1] > 12 else "")
-        raise DataError(f"--budget-column: no column {column!r} in the table (its columns: {shown})")
+        raise DataError(f"--epsilon-column: no column {column!r} in the table (its columns: {shown})")
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~(np.isfinite(values) & (values > 0)))
     if bad.size:
@@ -280,7 +280,7 @@ def _budget_values(frame, column: str) -> np.ndarray:
         raw = frame[column].iloc[row]
         what = "missing" if pd.isna(raw) else f"{raw}, not a finite number > 0"
         raise DataError(
-            f"--budget-column: {column!r} of row {row + 1} is {what}; every record needs a budget "
+            f"--epsilon-column: {column!r} of row {row + 1} is {what}; every record needs a budget "
             f"epsilon > 0 ({bad.size} bad row(s))"
         )
     return values

@@ -10,6 +10,7 @@ from click.core import ParameterSource
 
 from uldp.trainers.defaults import describe, train_defaults
 
+from ..aliases import AliasedOption
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_bytes
@@ -215,17 +216,23 @@ class GroupK(click.ParamType):
     "as `uldp personalize --distribution` draws them).",
 )
 @click.option(
-    "--budgets",
+    "--epsilon-csv",
     "budgets_file",
-    type=click.Path(dir_okay=False),
+    cls=AliasedOption,
+    aliases=("--budgets",),
+    type=click.Path(exists=True, dir_okay=False),
     default=None,
-    help="rpdp/unidp/default: CSV of per-record budgets (columns id, epsilon; what `uldp "
-    "personalize --out` writes), ids = row numbers of the data's records.",
+    help="rpdp/unidp/default: CSV of per-record budgets, e.g. what `uldp personalize --out` wrote "
+    "(column id: the data's record numbers from 1, else one row per record in order).",
 )
 @click.option(
-    "--budget-column",
+    "--epsilon-column",
+    "budget_column",
+    cls=AliasedOption,
+    aliases=("--budget-column",),
     default=None,
-    help="rpdp/unidp/default: your table's column holding each record's budget epsilon (> 0).",
+    help="rpdp/unidp/default: the column holding each record's budget (> 0): of --epsilon-csv "
+    "(default: epsilon), else of your own table (--data-path with --user-column).",
 )
 @click.option(
     "--user-budgets",
@@ -478,7 +485,7 @@ def command(
                 allocation,
                 labels_per_user,
                 seed,
-                budget_column,
+                budget_column if budgets_file is None else None,
             )
             if personal:
                 from uldp.trainers.algorithms import get_algorithm
@@ -489,6 +496,7 @@ def command(
                     algo=algo,
                     record_level=get_algorithm(algo).record_level,
                     budgets_file=budgets_file,
+                    budgets_column=budget_column or "epsilon",
                     distribution=distribution,
                     user_budgets_from=user_budgets,
                     seed=seed,
@@ -729,20 +737,23 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
             raise click.UsageError(f"{option} does not apply here: {why}; drop it", ctx)
 
 
-def _check_budgets(
-    algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
-) -> bool:
+def _check_budgets(algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q) -> bool:
     """Refuse budgets an algorithm cannot use, and more than one source (one line, exit 2); True
-    when the run has personalised budgets (issue 14)."""
+    when the run has personalised budgets (issue 14).
+
+    The sources: --distribution, --epsilon-csv (its --epsilon-column, default epsilon), or
+    --epsilon-column alone, a column of your own table.
+    """
     from uldp.trainers.algorithms import get_algorithm
 
     spec = get_algorithm(algo)
+    table_column = budget_column is not None and budgets_file is None
     given = [
         name
         for name, value in (
             ("--distribution", distribution),
-            ("--budgets", budgets_file),
-            ("--budget-column", budget_column),
+            ("--epsilon-csv", budgets_file),
+            ("--epsilon-column", budget_column if table_column else None),
         )
         if value is not None
     ]
@@ -757,11 +768,14 @@ def _check_budgets(
         raise click.UsageError(f"{given[0]} applies to rpdp, unidp and default, not {algo}")
     if spec.record_level and not given:
         raise click.UsageError(
-            f"{algo} needs each record's budget: give --distribution NAME, --budgets FILE, or "
-            "--budget-column COLUMN of your table"
+            f"{algo} needs each record's budget: give --distribution NAME, --epsilon-csv FILE, or "
+            "--epsilon-column COLUMN of your own table"
         )
-    if budget_column is not None and user_column is None:
-        raise click.UsageError("--budget-column reads your own table (--data-path with --user-column)")
+    if table_column and user_column is None:
+        raise click.UsageError(
+            "--epsilon-column without --epsilon-csv names a column of your own table (--data-path "
+            "with --user-column)"
+        )
     if user_budgets is not None:
         if not spec.user_budgets:
             names = "uldp-avg, uldp-avg-w, uldp-sgd and uldp-sgd-w"
