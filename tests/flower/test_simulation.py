@@ -19,11 +19,12 @@ pytest.importorskip("flwr", reason="the 'flower' extra is not installed")  # CI 
 from tests.flower.faulty_app import FAULTS  # noqa: E402
 from tests.flower.faulty_app import app as faulty_app  # noqa: E402
 from tests.trainers.synthetic import make_data  # noqa: E402
-from uldp.trainers.algorithms import TrainConfig, algorithm_names  # noqa: E402
+from uldp.trainers.algorithms import TrainConfig, algorithm_names, get_algorithm  # noqa: E402
 from uldp.trainers.flower.partitions import write_partitions  # noqa: E402
 from uldp.trainers.flower.records import MalformedReply, SiloFailed  # noqa: E402
 from uldp.trainers.flower.server import FlowerSilos  # noqa: E402
 from uldp.trainers.flower.simulation import describe, run_federation  # noqa: E402
+from uldp.trainers.personal import personalize_data  # noqa: E402
 from uldp.trainers.runner import run, train  # noqa: E402
 
 SILOS = 3
@@ -45,7 +46,18 @@ def _config(algo: str, **settings) -> TrainConfig:
 
 
 # Every registered algorithm; user sampling (server view) and Protocol 1 on top.
-CASES = {name: _config(name) for name in algorithm_names()}
+CASES = {name: _config(name) for name in algorithm_names() if not get_algorithm(name).record_level}
+# Personalised budgets (issue 14): each record's q travels in its silo's partition, the silo
+# sampling in the plan; users' q_u stay with the server. name: (config, personalize_data options)
+PERSONAL = {
+    "rpdp": (_config("rpdp", local_steps=2), {"distribution": "three-levels"}),
+    "unidp": (
+        _config("unidp", local_steps=2, batch_size=8),
+        {"distribution": "three-levels", "batch_size": 8},
+    ),
+    "rpdp silo_q=0.5": (_config("rpdp", local_steps=2, silo_q=0.5, rounds=3), {"distribution": "group-3"}),
+}
+CASES.update({name: cfg for name, (cfg, _) in PERSONAL.items()})
 CASES["uldp-avg q=0.5"] = _config("uldp-avg", user_q=0.5)
 CASES["uldp-avg-w secure"] = _config("uldp-avg-w", secure=True, test_keys=True, key_bits=1024)
 CASES["uldp-sgd-w secure q=0.5"] = _config(
@@ -58,14 +70,37 @@ MODEL = "logistic"
 TIMEOUT = 5.0  # seconds the stalling silo (it sleeps 60) is given; the others get the default
 
 
+def _personal_data(data, cfg: TrainConfig, options: dict):
+    spec = get_algorithm(cfg.algo)
+    personal, _ = personalize_data(
+        data,
+        algo=cfg.algo,
+        record_level=spec.record_level,
+        seed=0,
+        sigma=cfg.sigma,
+        local_steps=cfg.local_steps,
+        rounds=cfg.rounds,
+        silo_q=cfg.silo_q,
+        delta=cfg.delta,
+        **options,
+    )
+    return personal
+
+
 @pytest.fixture(scope="module")
 def federation():
     data = make_data("binary", n=240, users=12, silos=SILOS)
     outcomes: dict[str, object] = {}
     spies: dict[str, SpySilos] = {}
+    datasets = {name: _personal_data(data, cfg, options) for name, (cfg, options) in PERSONAL.items()}
     with tempfile.TemporaryDirectory() as directory:
         write_partitions(data, directory)
         description = describe(data, MODEL, directory)
+        descriptions = {}
+        for name, own in datasets.items():
+            own_directory = f"{directory}/{name.replace(' ', '_')}"
+            write_partitions(own, own_directory)  # the q of each record travel with its silo's records
+            descriptions[name] = describe(own, MODEL, own_directory)
 
         def serve(grid):
             # A checkpoint written after round 1 on Flower, resumed on Flower for rounds 2-3.
@@ -82,22 +117,22 @@ def federation():
                 )
             for name, cfg in [*CASES.items(), *FAULT_CASES.items()]:
                 timeout = {"timeout": TIMEOUT} if name == "stall" else {}
-                spies[name] = SpySilos(grid, description, **timeout)
+                spies[name] = SpySilos(grid, descriptions.get(name, description), **timeout)
                 try:
-                    outcomes[name] = run(data, spies[name], cfg, model_name=MODEL)
+                    outcomes[name] = run(datasets.get(name, data), spies[name], cfg, model_name=MODEL)
                 except (MalformedReply, SiloFailed) as error:
                     outcomes[name] = error
             return outcomes
 
         run_federation(SILOS, serve, client_app=faulty_app)
-    return data, outcomes, spies
+    return data, outcomes, spies, datasets
 
 
 @pytest.mark.parametrize("name", list(CASES))
 def test_flower_equals_in_process(federation, name):
-    data, outcomes, _ = federation
+    data, outcomes, _, datasets = federation
     cfg = CASES[name]
-    flower, local = outcomes[name], train(data, cfg, model_name=MODEL)
+    flower, local = outcomes[name], train(datasets.get(name, data), cfg, model_name=MODEL)
     assert not isinstance(flower, Exception), flower
     assert len(flower.history) == len(local.history) == cfg.rounds
     for a, b in zip(flower.history, local.history):
@@ -112,7 +147,7 @@ def test_flower_equals_in_process(federation, name):
 
 
 def test_a_run_checkpointed_on_flower_resumes_as_the_uninterrupted_local_run(federation):
-    data, outcomes, _ = federation
+    data, outcomes, _, _ = federation
     resumed, local = (
         outcomes["resumed"],
         train(data, dataclasses.replace(RESUMED, rounds=3), model_name=MODEL),
@@ -125,7 +160,7 @@ def test_a_run_checkpointed_on_flower_resumes_as_the_uninterrupted_local_run(fed
 
 
 def test_secure_server_never_sees_the_histogram(federation):
-    data, outcomes, spies = federation
+    data, outcomes, spies, _ = federation
     for name in ("uldp-avg-w secure", "uldp-sgd-w secure q=0.5"):
         assert spies[name].server_counts is None
         assert spies[name].protocol is not None
@@ -151,7 +186,7 @@ EXPECTED = {
 
 @pytest.mark.parametrize("kind", list(EXPECTED))
 def test_a_faulty_silo_stops_the_run_by_name(federation, kind):
-    _, outcomes, _ = federation
+    _, outcomes, _, _ = federation
     error = outcomes[kind]
     cls, text = EXPECTED[kind]
     assert isinstance(error, cls), error
