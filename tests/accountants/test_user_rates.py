@@ -78,7 +78,8 @@ def test_the_refined_user_curve_is_an_upper_bound_at_real_orders():
     # At sigma 0.8, q 0.05 the refinement goes 0.3% below dp-accounting over real orders (8.7313
     # against 8.7405 at orders 0.01 apart), because dp-accounting's fractional-order series
     # over-states the RDP (0.030554 at order 3.5, quadrature 0.030513): the curve must still be
-    # above the exact RDP's bound, here the minimum over real orders 0.01 apart (around the best, 2.91) by quadrature.
+    # above the exact RDP's bound, here the minimum over real orders 0.01 apart around the best
+    # one (2.91), each by quadrature.
     sigma, q, rounds = 0.8, 0.05, 200
     ours = float(user_curve(sigma, rounds, DELTA)(q)[0])
     alphas = np.arange(2.8, 3.0, 0.01)
