@@ -318,7 +318,7 @@ def draw_plot(
     error_axes.set_ylabel("SCF fit - exact (epsilon)", fontsize=9)
     # A title rather than a legend: nothing in the panel is covered by it.
     error_axes.set_title(
-        "shaded: the fit is below epsilon*(q), so a record given the fit's q overspends",
+        f"shaded: the fit is below epsilon*(q), so a {unit[:-1]} given the fit's q overspends",
         fontsize=8,
         loc="left",
     )
