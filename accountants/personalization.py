@@ -307,18 +307,20 @@ def personalization_assumptions(
     budgets_source: str,
     sigma: float,
     calibration: Calibration | None = None,
+    unit: str = "records",
 ) -> AssumptionLines:
     """What `result`'s rates and epsilons rest on, in the order `uldp personalize` prints them.
 
     `budgets_source` says where the budgets came from; `curve` is epsilon*(q) of the run (its
     own assumptions: mechanism, threat model, conversion); `calibration`, when sigma was
-    calibrated to the largest budget at q_cap.
+    calibrated to the largest budget at q_cap; `unit` names whom the budgets belong to
+    ("records", or "users" at the user level).
     """
     feasible = result.feasible
     lines = [
         (
             "budgets",
-            f"{budgets_source} ({result.budgets.size} records, "
+            f"{budgets_source} ({result.budgets.size} {unit}, "
             f"{result.distinct} distinct, "
             f"{result.budgets.min():.4g}..{result.budgets.max():.4g})",
         ),

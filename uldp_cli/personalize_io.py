@@ -258,10 +258,16 @@ def _csv_bytes(header: str, table, quoting: str) -> memoryview:
 
 
 def draw_plot(
-    path: Path, qs: np.ndarray, epsilons: np.ndarray, fit: ScfFit, result: Personalization, title: str
+    path: Path,
+    qs: np.ndarray,
+    epsilons: np.ndarray,
+    fit: ScfFit,
+    result: Personalization,
+    title: str,
+    unit: str = "records",
 ) -> None:
-    """epsilon*(q), the SCF fit and each record's (q, budget) on a log q axis, over the fit's
-    error (fit - exact) in a second panel, as a PNG.
+    """epsilon*(q), the SCF fit and each record's (or user's: `unit`) (q, budget) on a log q
+    axis, over the fit's error (fit - exact) in a second panel, as a PNG.
 
     The fit is close to epsilon*(q) where most budgets lie (R^2 near 1), so on the upper panel
     alone it would hide under the exact curve: it is drawn on top, dashed, and the lower panel
@@ -283,7 +289,7 @@ def draw_plot(
         alpha=0.35,
         linewidths=0,
         zorder=1,
-        label=f"records (q, budget), {result.method}",
+        label=f"{unit} (q, budget), {result.method}",
     )
     axes.plot(qs, epsilons, color="black", lw=2.4, zorder=2, label="epsilon*(q), exact")
     axes.plot(
@@ -312,7 +318,7 @@ def draw_plot(
     error_axes.set_ylabel("SCF fit - exact (epsilon)", fontsize=9)
     # A title rather than a legend: nothing in the panel is covered by it.
     error_axes.set_title(
-        "shaded: the fit is below epsilon*(q), so a record given the fit's q overspends",
+        f"shaded: the fit is below epsilon*(q), so a {unit[:-1]} given the fit's q overspends",
         fontsize=8,
         loc="left",
     )

@@ -73,3 +73,33 @@ def test_hostile_value_keeps_the_contract(option, value):
     assert_contract(result, argv)
     # No numpy RuntimeWarning (nor any other) reaches the terminal on a success either.
     assert result.exit_code != 0 or "Warning" not in result.stderr, result.stderr
+
+
+# --level user (issue 14 point 3): the options its run reads, on a user-level base line; the
+# record-only options are refused there (tests/cli/test_personalize_user_level.py).
+USER_BASE = {
+    "--level": "user",
+    "--distribution": "group-3",
+    "--records": "10",
+    "--sigma": "1.2",
+    "--rounds": "1",
+    "--format": "json",
+}
+USER_OPTIONS = ("--sigma", "--rounds", "--q-cap", "--q-min")
+USER_CASES = [(option, value) for option, value in CASES if option in USER_OPTIONS]
+
+
+def test_the_user_level_base_line_runs_and_its_options_are_fuzzed():
+    # Otherwise every case would keep the contract by being refused (exit 2, one line).
+    result = run("personalize", *[item for pair in USER_BASE.items() for item in pair])
+    assert result.exit_code == 0 and '"level": "user"' in result.stdout, result.output
+    assert {option for option, _ in USER_CASES} == set(USER_OPTIONS)
+
+
+@pytest.mark.parametrize(("option", "value"), USER_CASES)
+def test_hostile_value_keeps_the_contract_at_the_user_level(option, value):
+    args = {**USER_BASE, option: value}
+    argv = ["personalize", *[item for pair in args.items() for item in pair]]
+    result = run(*argv)
+    assert_contract(result, argv)
+    assert result.exit_code != 0 or "Warning" not in result.stderr, result.stderr

@@ -24,6 +24,7 @@ from uldp.accountants.personalization import (
 from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
 from uldp.accountants.personalized import calibrate_sigma as calibrate_noise
 from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
+from uldp.accountants.user_rates import calibrate_user_sigma, server_epsilon, user_assumptions, user_run
 
 from ..aliases import AliasedOption
 from ..config import config_option
@@ -115,7 +116,20 @@ LISTED_BUDGETS = 12
 QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 
 
+#: --level: whose budgets they are. record: rPDP-FL (slides ch. 3); user: ULDP-AVG / ULDP-SGD with
+#: per-user sampling (ULDP-FL Theorem 3, Algorithm 4; PULDP-AVG), `accountants.user_rates`.
+LEVELS = ("record", "user")
+
+
 @click.command("personalize")
+@click.option(
+    "--level",
+    type=click.Choice(LEVELS),
+    default="record",
+    show_default=True,
+    help="Whose budgets: records (rPDP-FL) or users (ULDP-AVG / ULDP-SGD, each user sampled "
+    "with its own q_u).",
+)
 @click.option(
     "--epsilon-csv",
     "budgets_path",
@@ -123,7 +137,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     aliases=("--budgets",),
     type=click.Path(exists=True, dir_okay=False, path_type=Path),
     default=None,
-    help="CSV file of per-record epsilon budgets (with a header line).",
+    help="CSV file of per-record (per-user with --level user) epsilon budgets, with a header line.",
 )
 @click.option(
     "--epsilon-column",
@@ -137,7 +151,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 @click.option(
     "--id-column",
     default=None,
-    help="Column of --epsilon-csv naming the records [default: id, else row numbers].",
+    help="Column of --epsilon-csv naming the records or users [default: id, else row numbers].",
 )
 @click.option(
     "--distribution",
@@ -150,7 +164,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     type=PositiveInt(high=MAX_RECORDS),
     default=1000,
     show_default=True,
-    help="Number of records drawn with --distribution, in [1, 10^7].",
+    help="Number of records (users with --level user) drawn with --distribution, in [1, 10^7].",
 )
 @click.option(
     "--seed",
@@ -163,7 +177,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     "--sigma",
     type=Interval(MIN_SIGMA, MAX_SIGMA, low_open=False, high_open=False),
     default=None,
-    help="Noise multiplier of DP-SGD, in [0.001, 1e6].",
+    help="Noise multiplier of DP-SGD (of each round's Gaussian with --level user), in [0.001, 1e6].",
 )
 @click.option(
     "--calibrate-sigma",
@@ -176,8 +190,8 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
     cls=AliasedOption,
     aliases=("--tau",),
     type=PositiveInt(high=MAX_STEPS),
-    required=True,
-    help="Local DP-SGD steps tau per round, in [1, 10^7].",
+    default=None,
+    help="Local DP-SGD steps tau per round, in [1, 10^7]; required with --level record.",
 )
 @click.option(
     "--rounds",
@@ -268,6 +282,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 @format_option
 @config_option
 def command(
+    level,
     budgets_path,
     budget_column,
     id_column,
@@ -304,10 +319,21 @@ def command(
           --out q.csv
       uldp personalize --distribution individual-1000 --calibrate-sigma --local-steps 10 \\
           --rounds 50 --compare --plot curve.png
+
+    With --level user the budgets are per user and each user gets its own user-level sampling
+    probability q_u for ULDP-AVG / ULDP-SGD (ULDP-FL Theorem 3, Algorithm 4):
+
+    \b
+      uldp personalize --level user --distribution group-3 --records 100 --sigma 5 --rounds 100
     """
     if (budgets_path is None) == (distribution is None):
         raise click.UsageError("give exactly one of --epsilon-csv FILE.csv or --distribution NAME")
-    _refuse_ignored(click.get_current_context(), budgets_path is not None, method, compare)
+    ctx = click.get_current_context()
+    _refuse_ignored(ctx, budgets_path is not None, method, compare)
+    if level == "user":
+        _refuse_record_options(ctx)
+    elif tau is None:
+        raise click.UsageError("Missing option '--local-steps' (required with --level record).")
     if (sigma is None) == (not calibrate_sigma):
         raise click.UsageError("give exactly one of --sigma or --calibrate-sigma")
     if q_min > q_cap:
@@ -319,8 +345,12 @@ def command(
             f"needs round(--silo-q x --rounds) >= 1 rounds, got round({client_rate:g} x {rounds}) = 0",
             param_hint="'--fixed-schedule'",
         )
-    budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed)
-    run = RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model, fixed_schedule)
+    budgets = _budgets(budgets_path, budget_column, id_column, distribution, records, seed, level)
+    run = (
+        user_run(sigma or 1.0, rounds)
+        if level == "user"
+        else RecordSampledFL(sigma or 1.0, tau, rounds, client_rate, threat_model, fixed_schedule)
+    )
     methods = [method] + [m for m in METHODS if m != method] if compare else [method]
     if "bisect" in methods:
         _refuse_large_bisect(budgets.values, compare)
@@ -333,7 +363,12 @@ def command(
         calibration = None
         if calibrate_sigma:
             update("calibrating sigma")
-            calibration = calibrate_noise(run, delta, float(budgets.values.max()), q_cap, conversion)
+            largest = float(budgets.values.max())
+            calibration = (
+                calibrate_user_sigma(largest, rounds, delta, q_cap, conversion)
+                if level == "user"
+                else calibrate_noise(run, delta, largest, q_cap, conversion)
+            )
             run = replace(run, sigma=calibration.value)
         curve = EpsilonCurve(run, delta, conversion)
         results = []
@@ -358,8 +393,8 @@ def command(
         if plot is not None:
             update("drawing")
             with _writing(plot, "--plot"):
-                _plot(plot, curve, chosen, run, delta)
-    _render(fmt, budgets, run, curve, calibration, results, infeasible, out, plot)
+                _plot(plot, curve, chosen, run, delta, level)
+    _render(fmt, level, budgets, run, curve, calibration, results, infeasible, out, plot)
 
 
 # Options that only one input or method reads: (option's parameter name, its flag, when it is
@@ -380,6 +415,27 @@ def _refuse_ignored(ctx: click.Context, from_file: bool, method: str, compare: b
     for name, flag, when, reader in _READ_ONLY_WITH:
         if given_source(ctx, name) is not None and not read[when]:
             raise click.BadParameter(f"it is read only with {reader}; leave it out", param_hint=f"'{flag}'")
+
+
+# Options that describe only the record-level run (rPDP-FL's DP-SGD steps, silo sampling and
+# threat models): the user-level run has one Gaussian per round over every silo.
+_RECORD_ONLY = (
+    ("tau", "--local-steps"),
+    ("client_rate", "--silo-q"),
+    ("threat_model", "--threat-model"),
+    ("fixed_schedule", "--fixed-schedule"),
+)
+
+
+def _refuse_record_options(ctx: click.Context) -> None:
+    """Refuse, in one line naming them all, the record-level options given with --level user."""
+    given = [flag for name, flag in _RECORD_ONLY if given_source(ctx, name) is not None]
+    if given:
+        raise click.BadParameter(
+            "read only with --level record (the user-level run is one Gaussian per round over "
+            f"every silo); leave {'them' if len(given) > 1 else 'it'} out",
+            param_hint=", ".join(f"'{flag}'" for flag in given),
+        )
 
 
 def _refuse_large_bisect(values: np.ndarray, compare: bool) -> None:
@@ -405,7 +461,7 @@ def _writing(path: Path, option: str) -> Iterator[None]:
         ) from error
 
 
-def _budgets(path, budget_column, id_column, distribution, records, seed) -> Budgets:
+def _budgets(path, budget_column, id_column, distribution, records, seed, level) -> Budgets:
     if path is not None:
         return read_budgets(path, budget_column, id_column or "id", id_column is not None)
     values = sample_budgets(distribution, records, seed)
@@ -414,38 +470,57 @@ def _budgets(path, budget_column, id_column, distribution, records, seed) -> Bud
         "id",
         "epsilon",
         values,
-        f"{describe(distribution)}; {records} records, seed {seed}",
+        f"{describe(distribution)}; {records} {_unit(level)}, seed {seed}",
     )
+
+
+def _unit(level: str) -> str:
+    """Whom the budgets belong to, in the output's words."""
+    return "users" if level == "user" else "records"
 
 
 def _plot(
-    path: Path, curve: EpsilonCurve, chosen: Personalization, run: RecordSampledFL, delta: float
+    path: Path, curve: EpsilonCurve, chosen: Personalization, run: RecordSampledFL, delta: float, level: str
 ) -> None:
     feasible = chosen.feasible
     qs = np.geomspace(feasible.q_min, feasible.q_cap, 400)
-    model = run.threat_model + (", fixed schedule" if run.fixed_schedule else "")
-    title = (
-        f"rPDP-FL, {model}\nsigma = {run.sigma:g}, local steps tau = {run.local_steps}, "
-        f"T = {run.rounds} rounds, silo-q lambda = {run.client_rate:g}, delta = {delta:g}"
-    )
-    draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title)
+    if level == "user":
+        title = (
+            f"ULDP-AVG / ULDP-SGD, per-user sampling q_u (user level)\nsigma = {run.sigma:g}, "
+            f"T = {run.rounds} rounds, delta = {delta:g}"
+        )
+    else:
+        model = run.threat_model + (", fixed schedule" if run.fixed_schedule else "")
+        title = (
+            f"rPDP-FL, {model}\nsigma = {run.sigma:g}, local steps tau = {run.local_steps}, "
+            f"T = {run.rounds} rounds, silo-q lambda = {run.client_rate:g}, delta = {delta:g}"
+        )
+    draw_plot(path, qs, curve(qs), fit_scf(curve, feasible.q_cap), chosen, title, _unit(level))
 
 
-def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible, out, plot) -> None:
+def _render(fmt, level, budgets: Budgets, run, curve, calibration, results, infeasible, out, plot) -> None:
     chosen = results[0]
     feasible = chosen.feasible
     off = chosen.outside
     summaries = [r.summary() for r in results]
-    assumptions = personalization_assumptions(
-        chosen, curve, budgets.source, run.sigma, calibration=calibration
-    ).as_dict()
-    notes = _notes(summaries, off, feasible, infeasible, out, plot, budgets)
+    if level == "user":
+        lines = user_assumptions(chosen, curve, budgets.source, calibration=calibration)
+    else:
+        lines = personalization_assumptions(chosen, curve, budgets.source, run.sigma, calibration=calibration)
+    assumptions = lines.as_dict()
+    unit = _unit(level)
+    notes = _notes(summaries, off, feasible, infeasible, out, plot, budgets, unit)
     budget_rows = _budget_rows(chosen)
     document = {
         "command": "personalize",
+        "level": level,
         "assumptions": assumptions,
         "sigma": run.sigma,
         "calibrated_sigma": calibration is not None,
+        # The server draws the user sample: its epsilon, the same for every user (user level only).
+        "server_epsilon": (
+            server_epsilon(run.sigma, run.rounds, curve.delta, curve.conversion) if level == "user" else None
+        ),
         "feasible": vars(feasible),
         "infeasible": {
             "policy": infeasible,
@@ -461,7 +536,8 @@ def _render(fmt, budgets: Budgets, run, curve, calibration, results, infeasible,
         "notes": notes,
     }
     if fmt == "table":
-        shown = [c for c in BUDGET_COLUMNS if any(row[c[0]] is not None for row in budget_rows)]
+        columns_of = [(key, unit if key == "count" else title) for key, title in BUDGET_COLUMNS]
+        shown = [c for c in columns_of if any(row[c[0]] is not None for row in budget_rows)]
         emit("budgets against epsilon spent (" + chosen.method + ")", shown, budget_rows, fmt)
     rows, columns = [_table_row(summary) for summary in summaries], METHOD_COLUMNS
     if fmt == "csv":
@@ -512,11 +588,11 @@ def _budget_rows(result: Personalization) -> list[dict]:
     ]
 
 
-def _notes(summaries, off, feasible, infeasible, out, plot, budgets: Budgets) -> list[str]:
+def _notes(summaries, off, feasible, infeasible, out, plot, budgets: Budgets, unit: str) -> list[str]:
     notes = []
     if off.low or off.high:
         if infeasible == "exclude":
-            action = "these records get q = 0 (never sampled, they spend nothing)"
+            action = f"these {unit} get q = 0 (never sampled, they spend nothing)"
         else:
             action = "; ".join(
                 ([f"those above get q = {feasible.q_cap:g}"] if off.high else [])
@@ -524,36 +600,37 @@ def _notes(summaries, off, feasible, infeasible, out, plot, budgets: Budgets) ->
             )
         notes.append(f"outside the feasible range: {off.message(feasible)}; {action}")
     for s in summaries:
-        notes.append(_method_note(s))
+        notes.append(_method_note(s, unit))
+    each = unit[:-1]  # "record" or "user"
     if out is None:
-        notes.append("per-record rates were not written; add --out q.csv")
+        notes.append(f"per-{each} rates were not written; add --out q.csv")
     else:
         columns = ", ".join([budgets.id_name, budgets.budget_name, *OUTPUT_COLUMNS])
-        notes.append(f"per-record rates written to {out} ({budgets.values.size} rows: {columns})")
+        notes.append(f"per-{each} rates written to {out} ({budgets.values.size} rows: {columns})")
     if plot is not None:
         notes.append(f"plot written to {plot}")
     return notes
 
 
-def _method_note(s: dict) -> str:
+def _method_note(s: dict, unit: str = "records") -> str:
     """What was checked about each method's epsilon spent, in one line."""
     name, records = s["method"], s["records"]
     if name != "scf":
         # The epsilon spent is epsilon*(q) of the rate handed out, evaluated while searching and
         # compared with the budget there; nothing is re-accounted a second time.
         return (
-            f"{name}: every record's epsilon spent, epsilon*(q) evaluated at the rate it "
+            f"{name}: every {unit[:-1]}'s epsilon spent, epsilon*(q) evaluated at the rate it "
             "was given, is <= its budget"
         )
     how = "a fitted inverse is not a bound; every rate was re-accounted (" + s["check"] + ")"
     over, up_to = s["overspent"], s["overspent_up_to"]
     if up_to == 0:
-        return f"scf: no record overspends its budget in this run; {how}"
+        return f"scf: no {unit[:-1]} overspends its budget in this run; {how}"
     if over == up_to:
-        count = f"{over} of {records} records OVERSPEND their budget"
+        count = f"{over} of {records} {unit} OVERSPEND their budget"
     else:
         count = (
-            f"at least {over} / up to {up_to} of {records} records OVERSPEND their budget "
+            f"at least {over} / up to {up_to} of {records} {unit} OVERSPEND their budget "
             "(status overspent / possibly-overspent in --out)"
         )
     if over:

@@ -1,0 +1,146 @@
+"""Per-user budgets for ULDP: each user's own sampling probability q_u, and its epsilon.
+
+ULDP-AVG, ULDP-AVG-w and ULDP-SGD with user sub-sampling (ULDP-FL Algorithm 4, Theorem 3 and
+Lemma 4) release, in each of T rounds, a Gaussian of noise multiplier sigma for the user-level
+sensitivity C: per-user clipping with weights summing to 1 over the silos bounds what all of a
+user's records, in every silo, add to the round's sum by C. With a sampling probability q_u of
+its own (the ULDP-FL authors' PULDP-AVG, `src/run_puldp.py` and `src/aggregator.py` of
+github.com/FumiyukiKato/uldp-fl: the server Poisson-samples user u with its q_u every round),
+user u sees T rounds of a Poisson-subsampled Gaussian at rate q_u, which is exactly one record
+of an rPDP-FL run with tau = 1 local step and every client in every round
+(`accountants.personalized`, slides ch. 3 II: rho_FL = T rho(alpha, q_u)). So the curve, its
+inverse and the calibration of sigma are those of the record level (`EpsilonCurve`,
+`personalization.personalize`, `personalized.calibrate_sigma`): one code path, the same exact
+inverse; only the run's description differs (`UserSampledULDP`), so the assumptions say user
+level.
+
+The amplification by sub-sampling holds against observers who do not learn the sample (whoever
+sees the released models); the server draws the sample, and here its view is counted as T rounds
+of the plain Gaussian (`server_epsilon`): an upper bound for every user whatever its q_u (it is
+epsilon*(1), what a user sampled in every round spends).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from uldp.errors import InvalidParameter
+
+from .assumptions import AssumptionLines
+from .calibrate import Calibration
+from .personalization import DEFAULT_Q_MIN, Personalization, personalization_assumptions, personalize
+from .personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma
+
+
+@dataclass(frozen=True)
+class UserSampledULDP(RecordSampledFL):
+    """A ULDP-AVG / ULDP-SGD run with per-user sampling, as seen by one user (ULDP-FL Theorem 3,
+    Algorithm 4): T rounds of a Gaussian of multiplier sigma, user u Poisson-sampled with q_u.
+
+    The record-level run with local_steps = 1, client_rate = 1 and the untrusted threat model
+    has exactly this RDP, so `EpsilonCurve` accounts it unchanged; build it with `user_run`.
+    """
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if (self.local_steps, self.client_rate, self.threat_model, self.fixed_schedule) != (
+            1,
+            1.0,
+            "untrusted",
+            False,
+        ):
+            # The user-level mechanism has one Gaussian per round and no silo sampling; any
+            # other setting would account a different mechanism under the user-level words.
+            raise InvalidParameter(
+                "a user-level run has one Gaussian per round, every silo, the untrusted model"
+            )
+
+    def assumptions(self) -> dict[str, str]:
+        """What every epsilon of this run assumes, in words."""
+        return {
+            "run": (
+                f"ULDP-AVG / ULDP-AVG-w / ULDP-SGD (ULDP-FL Theorem 3), T = {self.rounds} rounds "
+                f"of a Gaussian with noise multiplier sigma = {self.sigma:g} for the user-level "
+                "sensitivity C; each user Poisson-sampled every round with its own q_u "
+                "(Algorithm 4, Lemma 4; PULDP-AVG of the ULDP-FL authors' code)"
+            ),
+            "threat model": (
+                "observers who do not learn the user sample (the released models): rho = "
+                "T rho(alpha, q_u) (Mironov et al. 2019); the server draws the sample, so this "
+                "amplification does not hold against it (see 'server view')"
+            ),
+            "neighbouring": "add or remove all records of one user, in every silo (user-level DP)",
+        }
+
+
+def user_run(sigma: float, rounds: int) -> UserSampledULDP:
+    """The user-level run of T = `rounds` rounds at noise multiplier `sigma`."""
+    return UserSampledULDP(sigma, 1, rounds)
+
+
+def user_curve(sigma: float, rounds: int, delta: float, conversion: str = "improved") -> EpsilonCurve:
+    """q_u -> epsilon*(q_u) of one user at `delta`: T rounds of the Poisson-subsampled Gaussian
+    at rate q_u (ULDP-FL Theorem 3 with Algorithm 4), the record-level curve at tau = 1,
+    lambda = 1 (`accountants.personalized`). Every value is an upper bound."""
+    return EpsilonCurve(user_run(sigma, rounds), delta, conversion)
+
+
+def user_rates(
+    budgets: np.ndarray,
+    curve: EpsilonCurve,
+    *,
+    q_cap: float = 1.0,
+    q_min: float = DEFAULT_Q_MIN,
+    infeasible: str = "clamp",
+) -> Personalization:
+    """Each user's q_u from its budget: the largest rate on the exact grid whose epsilon*(q_u)
+    is within it (`personalization.personalize`, method exact), with the epsilon it spends.
+
+    `curve` is a `user_curve`; budgets outside [epsilon*(q_min), epsilon*(q_cap)] follow
+    `infeasible` exactly as records do (a budget of 0 gets q_u = 0: never sampled).
+    """
+    if not isinstance(curve.run, UserSampledULDP):
+        raise InvalidParameter("user_rates needs a user-level curve (user_curve)")
+    return personalize(budgets, curve, method="exact", q_min=q_min, q_cap=q_cap, infeasible=infeasible)
+
+
+def calibrate_user_sigma(
+    budget: float, rounds: int, delta: float, q_cap: float = 1.0, conversion: str = "improved"
+) -> Calibration:
+    """The smallest sigma (4 significant digits, rounded up) with epsilon*(q_cap) <= `budget`:
+    with the largest user budget, that user is sampled at q_cap (or just below)."""
+    if not (budget > 0 and math.isfinite(budget)):
+        raise InvalidParameter(f"budget must be a finite number > 0, got {budget}")
+    return calibrate_sigma(user_run(1.0, rounds), delta, budget, q_cap, conversion)
+
+
+def server_epsilon(sigma: float, rounds: int, delta: float, conversion: str = "improved") -> float:
+    """The server's epsilon at `delta`, the same for every user: it draws the user sample, so it
+    gets no amplification from it, and T rounds of the plain Gaussian (epsilon*(1) of the user
+    curve, rho = T alpha / (2 sigma^2)) bound its view whatever q_u."""
+    return float(user_curve(sigma, rounds, delta, conversion)(1.0)[0])
+
+
+def user_assumptions(
+    result: Personalization,
+    curve: EpsilonCurve,
+    budgets_source: str,
+    calibration: Calibration | None = None,
+) -> AssumptionLines:
+    """The record level's assumption lines (`personalization_assumptions`) for users, with the
+    server's view after the run's: its epsilon, which does not depend on q_u."""
+    run = curve.run
+    lines = personalization_assumptions(
+        result, curve, budgets_source, run.sigma, calibration=calibration, unit="users"
+    ).lines
+    server = server_epsilon(run.sigma, run.rounds, curve.delta, curve.conversion)
+    view = (
+        "server view",
+        f"epsilon {server:.6g} for every user whatever its q_u: the server draws the sample, so "
+        f"it gets no amplification; T = {run.rounds} plain Gaussian rounds (epsilon*(1))",
+    )
+    at = next(i for i, (label, _) in enumerate(lines) if label == "neighbouring") + 1
+    return AssumptionLines((*lines[:at], view, *lines[at:]))
