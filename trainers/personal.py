@@ -432,12 +432,20 @@ class PersonalAccounting:
     @classmethod
     def for_users(cls, rates: Rates) -> PersonalAccounting:
         from uldp.accountants import user_rates as user_level
-
-        def model(rounds: int, qs: np.ndarray) -> np.ndarray:
-            return user_level.user_curve(rates.sigma, rounds, rates.delta)(qs)
+        from uldp.accountants.participation import known_participation_epsilon
 
         def server(rounds: int, qs: np.ndarray) -> np.ndarray:
-            return np.full(len(qs), user_level.server_epsilon(rates.sigma, rounds, rates.delta))
+            # The server draws the sample, so it knows the rounds each user took part in: no
+            # amplification, the same "server view" `uldp account --user-q q_u` prints.
+            return np.array(
+                [known_participation_epsilon(rates.sigma, float(q), rounds, rates.delta).epsilon for q in qs]
+            )
+
+        def model(rounds: int, qs: np.ndarray) -> np.ndarray:
+            # The released models are computed from what the server sees, so its bound bounds them
+            # too; where its accountant (other orders) is tighter, it is the one kept.
+            curve = user_level.user_curve(rates.sigma, rounds, rates.delta)(qs)
+            return np.minimum(curve, server(rounds, qs))
 
         return cls(rates, {"model": model, "server": server}, "model")
 
@@ -467,7 +475,7 @@ class PersonalAccounting:
         return max(row[f"tier{i}_epsilon_{view}"] for i in range(1, len(self.tiers) + 1))
 
     def headline(self, row: dict[str, float]) -> tuple[float, float | None]:
-        """(epsilon, server epsilon) of the round's row: the largest over the tiers; at user
+        """(epsilon, server epsilon) of the round's row, each the largest over the tiers; at user
         level the server's view too (it draws the sample), at record level None (the tiers carry
         both threat models)."""
         if self.rates.level == "user":
@@ -613,10 +621,15 @@ def describe_run(cfg, personal: PersonalAccounting, records: int, users: int) ->
         out = dict(user_level.user_curve(cfg.sigma, cfg.rounds, cfg.delta).assumptions())
         out["rates"] = f"{users} users, q_u in {spread}, mean {q.mean():.4g} (the server step divides by it)"
         out["tiers"] = _tier_text(personal, "user")
+        out["server view"] = (
+            "the server draws the sample, so it knows the rounds each user took part in: per tier "
+            "the RDP of that known participation (as `uldp account --user-q q_u` prints it), no "
+            "amplification"
+        )
         out["check"] = (
             "after the last round every distinct q_u is re-accounted (a fresh curve) against its "
-            "users' budgets, in the released models' view; the server's view (it draws the sample) "
-            "is the same for every user"
+            "users' budgets, in the released models' view (the budgets are met there; the server's "
+            "view spends more)"
         )
         return out
     if personal.checked is None:

@@ -258,3 +258,37 @@ def test_the_issue_spellings_budgets_and_budget_column_work_and_name_the_vocabul
     result = run("--algo", "unidp", *BASE, "--budgets", str(out))
     assert result.exit_code == 0, result.output
     assert "--budgets is an old spelling of --epsilon-csv" in result.stderr
+
+
+def test_user_budgets_give_the_q_u_of_personalize_level_user_and_a_tier_table(tmp_path):
+    flags = ("--dataset", "heart-disease", "--users", "60", "--rounds", "3", "--noise-seed", "2")
+    document = run_json("--algo", "uldp-avg", *flags, "--user-budgets", "group-3")
+    summary = document["summary"]
+    out = tmp_path / "qu.csv"
+    args = ("--level", "user", "--distribution", "group-3", "--records", "60", "--seed", "0")
+    result = personalize_run(*args, "--sigma", repr(summary["sigma"]), "--rounds", "3", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    with open(out, newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    for tier in summary["tiers"]:
+        assert {float(r["q"]) for r in rows if float(r["epsilon"]) == tier["budget"]} == {tier["q"]}
+    assert summary["budget_check"] == {**summary["budget_check"], "level": "user", "over_budget": 0}
+    table = run("--algo", "uldp-avg-w", *flags, "--user-budgets", "group-3")
+    assert table.exit_code == 0, table.output
+    text = " ".join(table.stdout.split())
+    assert "eps b=1" in text and "as `model | server`" in text and "no user exceeded its budget" in text
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        (("--algo", "rpdp", *BASE, "--user-budgets", "group-3"), ("--user-budgets applies to uldp-avg",)),
+        (
+            ("--algo", "uldp-avg", *BASE[:2], "--user-budgets", "group-3", "--user-q", "0.5"),
+            ("drop --user-q",),
+        ),
+        (("--algo", "uldp-avg", *BASE[:2], "--user-budgets", "nope"), ("--user-budgets", "neither a file")),
+    ],
+)
+def test_misplaced_user_budgets_are_refused_in_one_line(args, needles):
+    _one_error_line(run(*args), *needles)

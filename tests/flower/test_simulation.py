@@ -56,6 +56,11 @@ PERSONAL = {
         {"distribution": "three-levels", "batch_size": 8},
     ),
     "rpdp silo_q=0.5": (_config("rpdp", local_steps=2, silo_q=0.5, rounds=3), {"distribution": "group-3"}),
+    "uldp-avg user budgets": (_config("uldp-avg"), {"user_budgets_from": "group-3"}),
+    "uldp-sgd-w secure user budgets": (
+        _config("uldp-sgd-w", secure=True, test_keys=True, key_bits=1024),
+        {"user_budgets_from": "three-levels"},
+    ),
 }
 CASES.update({name: cfg for name, (cfg, _) in PERSONAL.items()})
 CASES["uldp-avg q=0.5"] = _config("uldp-avg", user_q=0.5)

@@ -222,3 +222,153 @@ def test_default_with_budgets_meets_none():
     check = result.summary["budget_check"]
     assert check["view"] is None and check["over_budget"] == check["count"]
     assert result.history[0]["tier1_epsilon_untrusted"] == float("inf")
+
+
+# -- per-user budgets (ULDP-AVG / -SGD, PULDP-AVG) ----------------------------------------------
+
+
+def _user_personal(algo="uldp-avg", rounds=3, sigma=None, source="group-3"):
+    data = make_data("binary", n=240, users=40, silos=3)
+    return personalize_data(
+        data,
+        algo=algo,
+        record_level=False,
+        user_budgets_from=source,
+        seed=0,
+        sigma=sigma,
+        local_steps=1,
+        rounds=rounds,
+        silo_q=1.0,
+        delta=1e-5,
+    )
+
+
+def test_each_user_is_sampled_by_the_server_at_its_own_rate():
+    """Inclusion frequency of every user over 4,000 planned rounds vs its q_u: exact two-sided
+    binomial test per user, Bonferroni at a family-wise false-alarm rate of 1e-4."""
+    from uldp.trainers.algorithms import make_algorithm
+    from uldp.trainers.algorithms.base import Context
+
+    data, sigma = _user_personal()
+    assert len(np.unique(data.user_q)) == 3
+    cfg = TrainConfig(algo="uldp-avg", rounds=1, sigma=sigma)
+    algorithm = make_algorithm(cfg, [], "binary")
+    ctx = Context(None, None, data.n_users, data.n_silos, 1, None, data.user_q)
+    rng = np.random.default_rng(11)
+    rounds = 4000
+    counts = sum(algorithm.plan_round(t, ctx, cfg, rng).sampled.astype(int) for t in range(rounds))
+    p = np.minimum(
+        1,
+        2
+        * np.minimum(
+            stats.binom.cdf(counts, rounds, data.user_q), stats.binom.sf(counts - 1, rounds, data.user_q)
+        ),
+    )
+    assert p.min() > 1e-4 / data.n_users
+    wrong = np.roll(data.user_q, 7)
+    p_wrong = np.minimum(
+        1, 2 * np.minimum(stats.binom.cdf(counts, rounds, wrong), stats.binom.sf(counts - 1, rounds, wrong))
+    )
+    assert p_wrong.min() < 1e-4 / data.n_users  # the test sees a wrong rate
+
+
+def test_user_budgets_are_met_in_the_models_view_and_the_server_view_is_uldp_accounts():
+    from uldp.accountants.account import account_plan
+    from uldp.trainers.algorithms import plan_algorithm
+
+    data, sigma = _user_personal(rounds=4)
+    cfg = TrainConfig(algo="uldp-avg", rounds=4, sigma=sigma, noise_seed=3)
+    result = train(data, cfg, model_name="logistic")
+    check = result.summary["budget_check"]
+    assert check["level"] == "user" and check["over_budget"] == 0
+    last = result.history[-1]
+    for i, tier in enumerate(result.summary["tiers"], start=1):
+        assert last[f"tier{i}_epsilon_model"] <= tier["budget"]
+        rows = account_plan(
+            plan_algorithm("uldp-avg", sigma=sigma, rounds=4, user_q=tier["q"]), delta=1e-5, server_view=True
+        )
+        # at q_u = 1 the two views coincide and `uldp account` prints one row
+        server = next((r.epsilon for r in rows if r.method == "server view"), rows[0].epsilon)
+        assert last[f"tier{i}_epsilon_server"] == pytest.approx(server, rel=1e-12)
+        assert last[f"tier{i}_epsilon_server"] >= last[f"tier{i}_epsilon_model"]
+    assert result.summary["server_epsilon"] == max(last[f"tier{i}_epsilon_server"] for i in (1, 2, 3))
+
+
+def test_the_server_step_divides_by_the_expected_number_of_sampled_users(monkeypatch):
+    """Algorithm 4 line 10 with a rate per user: x + eta_g / (mean(q_u) |U| |S|) sum."""
+    from uldp.trainers.algorithms import make_algorithm
+    from uldp.trainers.algorithms.base import Context, RoundPlan, SiloDelta
+
+    data, sigma = _user_personal()
+    cfg = TrainConfig(algo="uldp-avg", rounds=1, sigma=sigma, global_lr=2.0)
+    algorithm = make_algorithm(cfg, [], "binary")
+    ctx = Context(None, None, data.n_users, data.n_silos, 2, None, data.user_q)
+    params = {"w": torch.zeros(2)}
+    plan = RoundPlan(1, np.ones(data.n_users, dtype=bool), np.zeros((3, data.n_users)))
+    out = algorithm.aggregate(params, [SiloDelta(s, torch.ones(2)) for s in range(3)], plan, ctx, cfg)
+    expected = 2.0 * 3 / (data.user_q.mean() * data.n_users * 3)
+    assert out["w"].tolist() == pytest.approx([expected, expected])
+
+
+def test_user_budgets_from_a_file_and_their_refusals(tmp_path):
+    data = make_data("binary", n=240, users=4, silos=3)
+    good = tmp_path / "u.csv"
+    good.write_text("user,epsilon\n0,1\n1,2\n2,2\n3,4\n")
+    personal, _ = personalize_data(
+        data,
+        algo="uldp-avg",
+        record_level=False,
+        user_budgets_from=str(good),
+        seed=0,
+        sigma=None,
+        local_steps=1,
+        rounds=2,
+        silo_q=1.0,
+        delta=1e-5,
+    )
+    assert personal.user_budget.tolist() == [1, 2, 2, 4] and personal.user_q[3] == 1.0
+    from uldp.errors import DataError
+
+    short = tmp_path / "s.csv"
+    short.write_text("user,epsilon\n0,1\n1,2\n")
+    with pytest.raises(DataError, match=r"no budget for 2 user\(s\) \(users 2, 3\)"):
+        personalize_data(
+            data,
+            algo="uldp-avg",
+            record_level=False,
+            user_budgets_from=str(short),
+            seed=0,
+            sigma=None,
+            local_steps=1,
+            rounds=2,
+            silo_q=1.0,
+            delta=1e-5,
+        )
+    zero = tmp_path / "z.csv"
+    zero.write_text("user,epsilon\n0,1\n1,0\n2,1\n3,1\n")
+    with pytest.raises(InvalidParameter, match=r"--user-budgets: budgets must be finite numbers > 0: user 1"):
+        personalize_data(
+            data,
+            algo="uldp-avg",
+            record_level=False,
+            user_budgets_from=str(zero),
+            seed=0,
+            sigma=None,
+            local_steps=1,
+            rounds=2,
+            silo_q=1.0,
+            delta=1e-5,
+        )
+    with pytest.raises(InvalidParameter, match="neither a file nor one of"):
+        personalize_data(
+            data,
+            algo="uldp-avg",
+            record_level=False,
+            user_budgets_from="nope",
+            seed=0,
+            sigma=None,
+            local_steps=1,
+            rounds=2,
+            silo_q=1.0,
+            delta=1e-5,
+        )

@@ -757,6 +757,12 @@ def _check_budgets(algo, distribution, budgets_file, budget_column, user_budgets
         )
         if value is not None
     ]
+    if user_budgets is not None:
+        if not spec.user_budgets:
+            names = "uldp-avg, uldp-avg-w, uldp-sgd and uldp-sgd-w"
+            raise click.UsageError(f"--user-budgets applies to {names}, not {algo}")
+        if user_q != 1.0:
+            raise click.UsageError("--user-budgets samples every user at its own q_u; drop --user-q")
     if len(given) > 1:
         raise click.UsageError(f"give one source of per-record budgets, not {' and '.join(given)}")
     if given and spec.user_budgets:
@@ -776,12 +782,6 @@ def _check_budgets(algo, distribution, budgets_file, budget_column, user_budgets
             "--epsilon-column without --epsilon-csv names a column of your own table (--data-path "
             "with --user-column)"
         )
-    if user_budgets is not None:
-        if not spec.user_budgets:
-            names = "uldp-avg, uldp-avg-w, uldp-sgd and uldp-sgd-w"
-            raise click.UsageError(f"--user-budgets applies to {names}, not {algo}")
-        if user_q != 1.0:
-            raise click.UsageError("--user-budgets samples every user at its own q_u; drop --user-q")
     return bool(given) or user_budgets is not None
 
 
@@ -884,7 +884,7 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
     if defaulted:
         settings += f" (defaults: {', '.join(defaulted)}; docs/train.md)"
     notes.append(settings)
-    if sampled:
+    if sampled and not tiers:
         notes.append(
             "epsilon (model): the released models, amplified by user sampling; epsilon (server): "
             "against the server, which draws the sample and so gets no amplification (Remark 1)"
@@ -932,15 +932,13 @@ def _tier_columns(tiers: list[dict], summary: dict, rows: list[dict], fmt: str):
         out = dict(row)
         for i in range(1, len(tiers) + 1):
             first, second = row[f"tier{i}_epsilon_{views[0]}"], row[f"tier{i}_epsilon_{views[1]}"]
-            same = first == second or level == "user"  # user level: the server has its own column
+            same = first == second
             out[f"tier{i}"] = first if same else f"{format_cell(first)} | {format_cell(second)}"
         shown.append(out)
     columns = []
     for i, tier in enumerate(tiers, start=1):
         name = "" if tier["count"] is not None else f" {tier['label']}"
         columns.append((f"tier{i}", f"eps{name} b={tier['budget']:.3g}"))
-    if level == "user":
-        columns.append(("server_epsilon", "eps (server)"))
     return columns, shown
 
 
@@ -960,9 +958,10 @@ def _tier_notes(tiers: list[dict], summary: dict) -> list[str]:
         )
     else:
         notes.append(
-            "eps b=B: epsilon spent so far in the released models by the users whose budget is B"
+            "eps b=B: epsilon spent so far by the users whose budget is B"
             + (f" ({counts})" if counts else ", at the budget quantiles")
-            + "; eps (server): against the server, which draws the sample (the same for every user)"
+            + ", as `model | server`: in the released models (amplified by the user's own sampling) "
+            "and against the server, which draws the sample (Remark 1); JSON/CSV have both"
         )
     if check["view"] is None:
         notes.append(f"{summary['algo']} is not private: no {what}'s budget is met (epsilon unbounded)")
