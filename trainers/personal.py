@@ -122,7 +122,9 @@ def record_budgets_from_file(
     by_row = np.full(n, np.nan)
     for line, row in enumerate(body, start=2):
         if len(row) != len(header):
-            raise DataError(f"--epsilon-csv: {path} line {line} has {len(row)} fields, the header {len(header)}")
+            raise DataError(
+                f"--epsilon-csv: {path} line {line} has {len(row)} fields, the header {len(header)}"
+            )
         try:
             value = float(row[column])
         except ValueError:

@@ -146,7 +146,8 @@ class GroupK(click.ParamType):
     "--sigma",
     type=NoiseMultiplier(),
     default=None,
-    help=f"Noise multiplier, in [1e-6, 1e6] ({describe('sigma')}).",
+    help=f"Noise multiplier, in [1e-6, 1e6] ({describe('sigma')}; with per-record or per-user budgets: "
+    "calibrated to them).",
 )
 @click.option(
     "--clip",
@@ -421,6 +422,7 @@ def command(
       uldp train --algo uldp-avg-w --dataset creditcard --data-path creditcard.csv --metrics m.jsonl
       uldp train --algo uldp-group --group-k median --dataset heart-disease --plot run.png
       uldp train --algo uldp-avg --data-path my.csv --user-column patient --label-column y
+      uldp train --algo rpdp --dataset heart-disease --distribution three-levels --local-steps 10
     """
     _check_inputs(
         dataset,
@@ -598,7 +600,13 @@ def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool, status=I
     import sys
 
     if last:
-        spent = f"user-level epsilon {format_cell(last['epsilon'])} (delta {last['delta']:g})"
+        if "tier1_epsilon_untrusted" in last:  # rpdp / unidp: per record, each with its budget
+            spent = (
+                f"record-level epsilon up to {format_cell(last['epsilon'])} (delta {last['delta']:g}; "
+                "each budget tier's own in --metrics)"
+            )
+        else:
+            spent = f"user-level epsilon {format_cell(last['epsilon'])} (delta {last['delta']:g})"
         if "server_epsilon" in last:
             spent += f", {format_cell(last['server_epsilon'])} against the server that samples users"
         lines = [
@@ -737,7 +745,9 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
             raise click.UsageError(f"{option} does not apply here: {why}; drop it", ctx)
 
 
-def _check_budgets(algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q) -> bool:
+def _check_budgets(
+    algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
+) -> bool:
     """Refuse budgets an algorithm cannot use, and more than one source (one line, exit 2); True
     when the run has personalised budgets (issue 14).
 
