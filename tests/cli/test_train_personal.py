@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.cli.invoke import command_runner
+from uldp.trainers import runner
 
 run, run_json = command_runner("train")
 personalize_run, _ = command_runner("personalize")
@@ -292,3 +293,38 @@ def test_user_budgets_give_the_q_u_of_personalize_level_user_and_a_tier_table(tm
 )
 def test_misplaced_user_budgets_are_refused_in_one_line(args, needles):
     _one_error_line(run(*args), *needles)
+
+
+def test_an_interrupted_rpdp_run_resumes_from_its_checkpoint_as_the_whole_run(tmp_path):
+    flags = ("--algo", "rpdp", *BASE, "--rounds", "3", "--distribution", "three-levels")
+    whole = run_json(*flags)
+    first = run_json(*flags, "--rounds", "2", "--checkpoint", str(tmp_path / "run"))
+    assert len(first["history"]) == 2
+    # the rates were made for 2 rounds: continuing that checkpoint for 3 is another run
+    other = run(*flags, "--checkpoint", str(tmp_path / "run"), "--resume")
+    _one_error_line(other, "different run")
+    # a checkpoint of the 3-round run, cut after round 2 (the rows up to there are the whole run's)
+    cut = tmp_path / "cut"
+    original = runner.run
+
+    def stop_after_two(*args, **kwargs):
+        inner = kwargs.get("on_round")
+
+        def on_round(row):
+            if inner:
+                inner(row)
+            if row["round"] == 2:
+                raise KeyboardInterrupt
+
+        return original(*args, **{**kwargs, "on_round": on_round})
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(runner, "run", stop_after_two)
+        interrupted = run(*flags, "--checkpoint", str(cut))
+    assert interrupted.exit_code == 130
+    assert "record-level epsilon up to" in interrupted.stderr
+    resumed = run_json(*flags, "--checkpoint", str(cut), "--resume")
+    assert [r["loss"] for r in resumed["history"]] == [r["loss"] for r in whole["history"]]
+    assert (
+        resumed["history"][-1]["tier1_epsilon_untrusted"] == whole["history"][-1]["tier1_epsilon_untrusted"]
+    )
