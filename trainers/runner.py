@@ -53,7 +53,7 @@ from .algorithms import (
 from .atomic import atomic_write
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
-from .personal import PersonalAccounting
+from .personal_accounting import PersonalAccounting
 
 CHECKPOINT_NAME = "checkpoint.pt"
 EVAL_CHUNK = 4096
@@ -462,11 +462,11 @@ def run(
 
 def personal_accounting(cfg: TrainConfig, data) -> PersonalAccounting | None:
     """Per-tier accounting when the data carries personalised budgets (issue 14), else None."""
-    from .personal import accounting
+    from .personal_accounting import accounting
 
     spec = get_algorithm(cfg.algo)
     if spec.record_level and data.record_q is None:
-        raise InvalidParameter(f"{cfg.algo} needs each record's sampling rate: see trainers.personal")
+        raise InvalidParameter(f"{cfg.algo} needs each record's sampling rate: see trainers/rates.py")
     if data.user_q is not None and not spec.user_budgets:
         raise InvalidParameter(f"--user-budgets applies to {', '.join(user_budget_names())}, not {cfg.algo}")
     return accounting(cfg, data, spec.private)
@@ -488,7 +488,7 @@ def _personal_assumptions(
 ) -> dict:
     """What a run with personalised budgets assumes: the budgets, the rates, the run each
     record's (user's) epsilon is accounted for, and the final check."""
-    from .personal import describe_run
+    from .personal_accounting import describe_run
 
     marked = not data.synthetic or "synthetic" in data.source.lower()
     out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
@@ -588,7 +588,7 @@ def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
 
 
 def data_key(data) -> dict:
-    from .personal import rates_digest
+    from .rates import rates_digest
 
     return {
         "name": data.name,

@@ -24,7 +24,7 @@ from uldp.trainers.flower.partitions import write_partitions  # noqa: E402
 from uldp.trainers.flower.records import MalformedReply, SiloFailed  # noqa: E402
 from uldp.trainers.flower.server import FlowerSilos  # noqa: E402
 from uldp.trainers.flower.simulation import describe, run_federation  # noqa: E402
-from uldp.trainers.personal import personalize_data  # noqa: E402
+from uldp.trainers.rates import personalize_data  # noqa: E402
 from uldp.trainers.runner import run, train  # noqa: E402
 
 SILOS = 3

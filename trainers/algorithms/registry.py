@@ -81,7 +81,7 @@ class AlgorithmSpec:
     n_{s,u}) to plan or weight, so a server at a separate party is sent them (trainers/flower);
     never under --secure, whose weighting hides them.
     `record_level`: it protects records with personalised budgets (rPDP-FL): each record is
-    sampled at its own rate q, and a run is accounted per record (`trainers.personal`), not by a
+    sampled at its own rate q, and a run is accounted per record (`trainers.personal_accounting`), not by a
     user-level plan; `uldp personalize` is its accounting command.
     `user_budgets`: its users may have budgets of their own (`uldp train --user-budgets`), each
     sampled at its own rate q_u (issue 14; PULDP-AVG of the ULDP-FL authors' code).

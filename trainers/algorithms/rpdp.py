@@ -1,7 +1,7 @@
 """`rpdp`: rPDP-FL, DP-SGD with a sampling rate per record (rPDP-FL slides ch. 3 I, Algorithm 2).
 
 Before round 1 every record j gets its sampling rate q_j from its own budget (line 2), by the
-exact inverse `uldp personalize` uses (`trainers.personal.personalize_data`). Every round the
+exact inverse `uldp personalize` uses (`trainers.rates.personalize_data`). Every round the
 server Poisson-samples the silos with rate lambda (`--silo-q`, line 5); each sampled silo runs
 tau = `--local-steps` DP-SGD steps (lines 7-10), each keeping record j with probability q_j
 (one vectorised draw, `dp_sgd`), clipping every kept record's gradient to C, adding
@@ -12,7 +12,7 @@ the silos that took part; the reference code weights them by their sizes):
 x_{t+1} = x_t + eta_g / |C^t| sum_{s in C^t} Delta_s.
 
 Privacy is per record: `accountants.personalized.RecordSampledFL` at the record's q_j (slides
-ch. 3 II), printed per budget tier for both threat models by `trainers.personal`. The spec has
+ch. 3 II), printed per budget tier for both threat models by `trainers.personal_accounting`. The spec has
 no user-level plan (`record_level`): `uldp personalize` is its accounting command.
 """
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 class RecordSampledDpSgd(BaseAlgorithm):
     """rpdp and unidp: the same rounds; they differ only in the rates q the records were given
-    (`trainers.personal`): each its own (rpdp), or one rate for all (unidp)."""
+    (`trainers.rates`): each its own (rpdp), or one rate for all (unidp)."""
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -102,7 +102,7 @@ class RecordSampledDpSgd(BaseAlgorithm):
         return apply_delta(params, total, cfg.global_lr / taking_part)
 
     def plan_params(self, cfg: TrainConfig, rounds: int, n_silos: int) -> dict[str, Any]:
-        return {}  # accounted per record (trainers.personal), not by a user-level plan
+        return {}  # accounted per record (trainers/personal_accounting.py), not by a user-level plan
 
     def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
         return []

@@ -4,7 +4,7 @@ What a federation without personalisation must do: every record sampled at one r
 q = min(1, B / min_s |D_s|) (`--batch-size` B, the reference's "StrongForAll"), with sigma
 calibrated so that this q spends exactly the smallest budget (or, with `--sigma` given, q the
 smallest budget's rate). The rounds are rpdp's (`rpdp.RecordSampledDpSgd`); only the rates
-differ (`trainers.personal.personalize_data`).
+differ (`trainers.rates.personalize_data`).
 """
 
 from __future__ import annotations

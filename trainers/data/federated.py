@@ -42,7 +42,7 @@ class FederatedData:
     # records (a file `uldp personalize` wrote, a drawn scenario) are matched through them.
     record_index: np.ndarray | None = None
     source_records: int = 0
-    # Personalised budgets (issue 14), set by `trainers.personal.personalize_data`: each training
+    # Personalised budgets (issue 14), set by `trainers.rates.personalize_data`: each training
     # record's budget and sampling rate q (rPDP-FL), or each user's budget and rate q_u (ULDP).
     record_budget: np.ndarray | None = None
     record_q: np.ndarray | None = None

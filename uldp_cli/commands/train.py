@@ -455,7 +455,7 @@ def command(
     chosen = {k: v if given[k] is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
     calibrated = personal and sigma is None and _private(algo)
     if calibrated:
-        chosen["sigma"] = None  # calibrated to the budgets (trainers.personal)
+        chosen["sigma"] = None  # calibrated to the budgets (trainers/rates.py)
     rounds = chosen["rounds"]
     last: dict = {}  # the last completed round's row, for the message if interrupted
     try:
@@ -491,7 +491,7 @@ def command(
             )
             if personal:
                 from uldp.trainers.algorithms import get_algorithm
-                from uldp.trainers.personal import personalize_data
+                from uldp.trainers.rates import personalize_data
 
                 data, personal_sigma = personalize_data(
                     data,

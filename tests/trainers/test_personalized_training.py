@@ -19,7 +19,9 @@ from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
 from uldp.errors import InvalidParameter
 from uldp.trainers.algorithms import TrainConfig
 from uldp.trainers.algorithms import dp_sgd as dp_sgd_module
-from uldp.trainers.personal import Budgets, accounting, personalize_data, record_rates, tiers
+from uldp.trainers.budget_sources import Budgets
+from uldp.trainers.personal_accounting import accounting, tiers
+from uldp.trainers.rates import personalize_data, record_rates
 from uldp.trainers.runner import train
 
 RUN = dict(sigma=None, local_steps=3, rounds=2, silo_q=1.0, delta=1e-5)
