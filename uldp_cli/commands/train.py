@@ -444,8 +444,8 @@ def command(
         "model": model,
     }
     chosen = {k: v if given[k] is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
-    if personal and sigma is None:
-        chosen["sigma"] = None  # calibrated to the budgets (trainers.personal)
+    if personal and sigma is None and algo != "default":
+        chosen["sigma"] = None  # calibrated to the budgets (trainers.personal); default adds no noise
     rounds = chosen["rounds"]
     last: dict = {}  # the last completed round's row, for the message if interrupted
     try:
