@@ -46,7 +46,7 @@ from uldp.trainers.runner import build_silos
 SETTINGS = (
     ("heart-disease, 4 hospitals, logistic (14 parameters)", "heart-disease", None, None),
     ("MNIST 5,000 images, 10 silos, logistic (7,850 parameters)", "mnist", 10, "logistic"),
-    ("MNIST 5,000 images, 10 silos, MLP", "mnist", 10, "mlp"),
+    ("MNIST 5,000 images, 10 silos, MLP (65,722 parameters)", "mnist", 10, "mlp"),
 )
 LIMIT = 1.5  # the bound on rpdp / uniform
 RUN_ROUNDS = 15  # T the rates and sigma are computed for (examples/rpdp-*.yaml)
