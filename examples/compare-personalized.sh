@@ -14,8 +14,8 @@
 # the range over them, the plot the mean and a band from the lowest to the highest.
 # Per-algorithm flags (a learning rate tuned per method, say) go in RPDP_FLAGS, UNIDP_FLAGS and
 # DEFAULT_FLAGS; EXTRA goes to every run. The config holds options of all three: each algorithm
-# warns about and ignores the ones it does not use (rpdp: --batch-size, --local-epochs; default:
-# --local-steps, --silo-q).
+# warns about and ignores the ones it does not use (e.g. rpdp: --batch-size; default:
+# --local-steps, --silo-q). docs/results.md has the runs and the learning rates tuned for them.
 set -euo pipefail
 
 CONFIG=${1:?usage: examples/compare-personalized.sh CONFIG.yaml [OUT_DIR] [DISTRIBUTION]}
