@@ -453,7 +453,7 @@ def command(
         "model": model,
     }
     chosen = {k: v if given[k] is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
-    calibrated = personal and sigma is None and _private(algo)
+    calibrated = personal and sigma is None and _private(algo)  # default adds no noise
     if calibrated:
         chosen["sigma"] = None  # calibrated to the budgets (trainers/rates.py)
     rounds = chosen["rounds"]
