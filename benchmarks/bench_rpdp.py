@@ -16,7 +16,7 @@ rpdp` against `uldp train --algo unidp --batch-size B`, B chosen so that unidp's
 each a fresh process with one torch thread, the median of the per-round times after round 1
 (a round there also evaluates the model and accounts every budget tier).
 
-Second table: `trainers.personal.record_rates` (sigma calibration and the exact inverse of
+Second table: `trainers.rates.record_rates` (sigma calibration and the exact inverse of
 `uldp personalize`, the per-run pre-computation of the q) for 1,000 and 100,000 records.
 Figures go to docs/performance.md ("Personalised budgets (rpdp)").
 """
@@ -39,7 +39,8 @@ from uldp.trainers.algorithms.base import Context
 from uldp.trainers.algorithms.dp_sgd import dp_sgd
 from uldp.trainers.data import load_dataset
 from uldp.trainers.models import build_model, default_model_name, loss_for, parameter_count
-from uldp.trainers.personal import Budgets, drawn_budgets, personalize_data, record_rates
+from uldp.trainers.budget_sources import Budgets, drawn_budgets
+from uldp.trainers.rates import personalize_data, record_rates
 from uldp.trainers.runner import build_silos
 
 #: (label, data set, silos or None for its own, model or None for its default)
