@@ -37,9 +37,9 @@ from uldp.cli.machine import describe_machine
 from uldp.trainers.algorithms import TrainConfig
 from uldp.trainers.algorithms.base import Context
 from uldp.trainers.algorithms.dp_sgd import dp_sgd
+from uldp.trainers.budget_sources import Budgets, drawn_budgets
 from uldp.trainers.data import load_dataset
 from uldp.trainers.models import build_model, default_model_name, loss_for, parameter_count
-from uldp.trainers.budget_sources import Budgets, drawn_budgets
 from uldp.trainers.rates import personalize_data, record_rates
 from uldp.trainers.runner import build_silos
 
