@@ -94,8 +94,11 @@ def test_group_bound_lies_between_the_record_and_no_amplification():
     assert record < group < no_sampling
 
 
-@settings(max_examples=8)
-@given(sigma=st.floats(0.7, 10.0), q=st.floats(1e-2, 0.5), steps=st.integers(10, 300))
+# A group PLD's cost grows as q falls (its loss grid is finer): at sigma 0.7, the corner hypothesis
+# tries first, k = 2 and 4 take 25 s at q = 0.01 and 8 s at q = 0.02 on 2 cores. So 4 examples,
+# q from 0.02; q = 0.01 groups are checked at Fig. 2 (record < group of 4 < no amplification).
+@settings(max_examples=4)
+@given(sigma=st.floats(0.7, 10.0), q=st.floats(2e-2, 0.5), steps=st.integers(10, 300))
 def test_epsilon_grows_with_the_group(sigma, q, steps):
     mech = SubsampledGaussian(sigma, q, steps)
     values = [pld_epsilon(mech, DELTA, k=k) for k in (1, 2, 4)]
