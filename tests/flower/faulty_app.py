@@ -25,10 +25,10 @@ FAULTS = {  # in the order the tests run them: a crashed worker is not restarted
     7.01: (1, 2, "crash"),
 }
 
-# How long the stalling silo sleeps: well past the server's timeout in the fault test (5 s), but
+# How long the stalling silo sleeps: twice the server's timeout in the fault test (5 s), but
 # not a minute: the simulation's shutdown waits for the sleeping worker (it was 55 s of the
 # fixture's 90 s when the silo slept 60 s).
-STALL_S = 15.0
+STALL_S = 10.0
 
 app = ClientApp()
 

@@ -55,7 +55,7 @@ FAULT_CASES = {kind: _config("uldp-naive", sigma=sigma, rounds=3) for sigma, (_,
 RESUMED = _config("uldp-avg", rounds=1)
 # A small model keeps Protocol 1's Paillier work (users x parameters exponentiations) small.
 MODEL = "logistic"
-TIMEOUT = 5.0  # seconds the stalling silo (it sleeps faulty_app.STALL_S, 15) is given; others the default
+TIMEOUT = 5.0  # seconds the stalling silo (it sleeps faulty_app.STALL_S, 10) is given; others the default
 
 
 @pytest.fixture(scope="module")
