@@ -15,7 +15,8 @@ def eps(sigma, q, steps):
     return record_level(SubsampledGaussian(sigma, q, steps), 1e-5).epsilon
 
 
-@settings(max_examples=15)
+# Each example is a bisection of tens of accountings (about a second on 2 cores): 8 of them.
+@settings(max_examples=8)
 @given(budget=st.floats(0.5, 20), q=st.floats(1e-3, 0.2), steps=st.integers(10, 100_000))
 def test_sigma_round_trip(budget, q, steps):
     found = calibrate_sigma(lambda s: eps(s, q, steps), budget)

@@ -13,7 +13,8 @@ DELTA = 1e-5
 budgets = st.floats(min_value=0.3, max_value=20.0)
 
 
-@settings(max_examples=15, deadline=None)
+# Each example is a bisection of tens of accountings (about a second on 2 cores): 8 of them.
+@settings(max_examples=8, deadline=None)
 @given(budget=budgets, q=st.floats(min_value=1e-3, max_value=1.0), steps=st.integers(1, 2000))
 def test_sigma_never_overshoots(budget, q, steps):
     found = calibrate_event(lambda s: SubsampledGaussian(s, q, steps), budget, DELTA, "sigma")
@@ -35,7 +36,7 @@ def test_steps_never_overshoot_and_one_more_would(budget, sigma, q):
     assert account_event(build(steps + 1), DELTA).epsilon > budget
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=8, deadline=None)  # a bisection per example, as above
 @given(budget=budgets, sigma=st.floats(min_value=0.7, max_value=10.0), steps=st.integers(1, 1000))
 def test_rate_never_overshoots(budget, sigma, steps):
     def build(q):

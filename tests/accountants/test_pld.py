@@ -71,10 +71,13 @@ def test_group_of_one_is_the_record():
 
 
 def test_default_discretisation_is_converged_at_fig2():
+    defaults = []
     for k in (1, 8, 32):
         default = pld_epsilon(FIG2, DELTA, k=k)
         finer = pld_epsilon(FIG2, DELTA, k=k, discretization=_default_discretization(FIG2, (k,)) / 4)
         assert finer <= default <= finer * 1.001
+        defaults.append(default)
+    assert defaults == sorted(defaults)  # and it grows with the group at q = 0.01 (see below)
 
 
 def test_group_bound_below_the_rdp_and_normal_dp_conversions_at_fig2():
@@ -94,8 +97,12 @@ def test_group_bound_lies_between_the_record_and_no_amplification():
     assert record < group < no_sampling
 
 
-@settings(max_examples=8)
-@given(sigma=st.floats(0.7, 10.0), q=st.floats(1e-2, 0.5), steps=st.integers(10, 300))
+# A group PLD's cost grows as q falls (its loss grid is finer): at sigma 0.7, the corner hypothesis
+# tries first, k = 2 and 4 take 25 s at q = 0.01 and 5 s at q = 0.05 on 2 cores. So 4 examples,
+# q from 0.05; at q = 0.01 the growth is checked at Fig. 2 (k = 1, 8, 32 above; record < group
+# of 4 < no amplification).
+@settings(max_examples=4)
+@given(sigma=st.floats(0.7, 10.0), q=st.floats(5e-2, 0.5), steps=st.integers(10, 300))
 def test_epsilon_grows_with_the_group(sigma, q, steps):
     mech = SubsampledGaussian(sigma, q, steps)
     values = [pld_epsilon(mech, DELTA, k=k) for k in (1, 2, 4)]

@@ -73,9 +73,8 @@ def test_distribution_json_contract_with_all_methods():
 
 
 def test_table_shows_budgets_methods_assumptions_and_overspending():
-    result = run(
-        "--distribution", "bounded-mix-gauss", "--records", "2000", "--sigma", "3", *RUN, "--compare"
-    )
+    # 500 budgets: scf overspends for most of them (442), as for 2000, at a quarter of the cost.
+    result = run("--distribution", "bounded-mix-gauss", "--records", "500", "--sigma", "3", *RUN, "--compare")
     assert result.exit_code == 0, result.output
     for text in (
         "budgets against epsilon spent",
@@ -144,7 +143,7 @@ def test_scf_always_says_what_it_checked_and_marks_overspending_records(tmp_path
         "--distribution",
         "bounded-mix-gauss",
         "--records",
-        "3000",
+        "500",
         "--sigma",
         "3",
         *RUN,

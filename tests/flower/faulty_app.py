@@ -25,6 +25,11 @@ FAULTS = {  # in the order the tests run them: a crashed worker is not restarted
     7.01: (1, 2, "crash"),
 }
 
+# How long the stalling silo sleeps: twice the server's timeout in the fault test (5 s), but
+# not a minute: the simulation's shutdown waits for the sleeping worker (it was 55 s of the
+# fixture's 90 s when the silo slept 60 s).
+STALL_S = 10.0
+
 app = ClientApp()
 
 
@@ -63,7 +68,7 @@ def train_round(message, context):
     if kind == "crash":
         os._exit(1)
     if kind == "stall":
-        time.sleep(60)
+        time.sleep(STALL_S)
         return reply
     delta = reply.content["message"]["delta"].numpy()
     header = dict(reply.content["reply"])

@@ -72,7 +72,7 @@ FAULT_CASES = {kind: _config("uldp-naive", sigma=sigma, rounds=3) for sigma, (_,
 RESUMED = _config("uldp-avg", rounds=1)
 # A small model keeps Protocol 1's Paillier work (users x parameters exponentiations) small.
 MODEL = "logistic"
-TIMEOUT = 5.0  # seconds the stalling silo (it sleeps 60) is given; the others get the default
+TIMEOUT = 5.0  # seconds the stalling silo (it sleeps faulty_app.STALL_S, 10) is given; others the default
 
 
 def _personal_data(data, cfg: TrainConfig, options: dict):
