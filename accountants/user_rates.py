@@ -15,9 +15,11 @@ inverse; only the run's description differs (`UserSampledULDP`), so the assumpti
 level.
 
 The amplification by sub-sampling holds against observers who do not learn the sample (whoever
-sees the released models); the server draws the sample, and here its view is counted as T rounds
-of the plain Gaussian (`server_epsilon`): an upper bound for every user whatever its q_u (it is
-epsilon*(1), what a user sampled in every round spends).
+sees the released models); the server draws the sample, so it knows the rounds each user took
+part in (ULDP-FL Remark 1). `server_epsilon` counts its view for a user sampled at q_u as the RDP
+of that known participation (`participation.known_participation_epsilon`, the "server view"
+`uldp account --user-q q_u` prints), and never more than T rounds of the plain Gaussian
+(epsilon*(1), what a user sampled every round spends, a bound whatever q_u).
 """
 
 from __future__ import annotations
@@ -33,6 +35,9 @@ from .assumptions import AssumptionLines
 from .calibrate import Calibration
 from .personalization import DEFAULT_Q_MIN, Personalization, personalization_assumptions, personalize
 from .personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma
+
+#: The server's view is listed rate by rate for at most this many distinct rates, else its range.
+SERVER_RATES_LISTED = 6
 
 
 @dataclass(frozen=True)
@@ -117,11 +122,19 @@ def calibrate_user_sigma(
     return calibrate_sigma(user_run(1.0, rounds), delta, budget, q_cap, conversion)
 
 
-def server_epsilon(sigma: float, rounds: int, delta: float, conversion: str = "improved") -> float:
-    """The server's epsilon at `delta`, the same for every user: it draws the user sample, so it
-    gets no amplification from it, and T rounds of the plain Gaussian (epsilon*(1) of the user
-    curve, rho = T alpha / (2 sigma^2)) bound its view whatever q_u."""
-    return float(user_curve(sigma, rounds, delta, conversion)(1.0)[0])
+def server_epsilon(
+    sigma: float, rounds: int, delta: float, conversion: str = "improved", q: float = 1.0
+) -> float:
+    """The server's epsilon at `delta` for a user sampled at `q`: it draws the user sample, so it
+    gets no amplification from it; it knows the rounds the user took part in, whose number is
+    random (the RDP of that known participation, `uldp account`'s "server view"), and at most
+    T rounds of the plain Gaussian (epsilon*(1) of the user curve, rho = T alpha / (2 sigma^2)),
+    which bounds it whatever q: both are valid bounds, the smaller is kept."""
+    from .participation import known_participation_epsilon
+
+    plain = float(user_curve(sigma, rounds, delta, conversion)(1.0)[0])
+    known = known_participation_epsilon(sigma, q, rounds, delta, conversion=conversion).epsilon
+    return min(plain, float(known))
 
 
 def user_assumptions(
@@ -136,11 +149,19 @@ def user_assumptions(
     lines = personalization_assumptions(
         result, curve, budgets_source, run.sigma, calibration=calibration, unit="users"
     ).lines
-    server = server_epsilon(run.sigma, run.rounds, curve.delta, curve.conversion)
+    rates = np.unique(result.q[result.q > 0])
+    spent = [server_epsilon(run.sigma, run.rounds, curve.delta, curve.conversion, float(q)) for q in rates]
+    if 0 < rates.size <= SERVER_RATES_LISTED:
+        each = ", ".join(f"{e:.6g} at q_u = {q:.4g}" for q, e in zip(rates, spent))
+    elif rates.size:
+        each = f"{min(spent):.6g} to {max(spent):.6g} over the {rates.size} rates"
+    else:
+        each = "0 (no user is sampled)"
     view = (
         "server view",
-        f"epsilon {server:.6g} for every user whatever its q_u: the server draws the sample, so "
-        f"it gets no amplification; T = {run.rounds} plain Gaussian rounds (epsilon*(1))",
+        f"epsilon {each}: the server draws the sample, so it gets no amplification; it knows the "
+        "rounds a user took part in (the RDP of that known participation, as `uldp account "
+        f"--user-q q_u` prints it), at most T = {run.rounds} plain Gaussian rounds (epsilon*(1))",
     )
     at = next(i for i, (label, _) in enumerate(lines) if label == "neighbouring") + 1
     return AssumptionLines((*lines[:at], view, *lines[at:]))

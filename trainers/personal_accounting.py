@@ -82,13 +82,12 @@ class PersonalAccounting:
     @classmethod
     def for_users(cls, rates: Rates) -> PersonalAccounting:
         from uldp.accountants import user_rates as user_level
-        from uldp.accountants.participation import known_participation_epsilon
 
         def server(rounds: int, qs: np.ndarray) -> np.ndarray:
             # The server draws the sample, so it knows the rounds each user took part in: no
             # amplification, the same "server view" `uldp account --user-q q_u` prints.
             return np.array(
-                [known_participation_epsilon(rates.sigma, float(q), rounds, rates.delta).epsilon for q in qs]
+                [user_level.server_epsilon(rates.sigma, rounds, rates.delta, q=float(q)) for q in qs]
             )
 
         def model(rounds: int, qs: np.ndarray) -> np.ndarray:

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.accountants.conversion import epsilon_curve
+from uldp.accountants.participation import known_participation_epsilon
 from uldp.accountants.personalization import CAPPED, EXCLUDED_LOW, OK, personalize
 from uldp.accountants.personalized import PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL
 from uldp.accountants.user_rates import (
@@ -89,16 +90,22 @@ def test_the_refined_user_curve_is_an_upper_bound_at_real_orders():
     assert exact * (1 - 1e-5) <= ours <= exact * (1 + 1e-4)
 
 
-def test_the_server_sees_plain_gaussian_rounds_whatever_q():
+def test_the_server_sees_at_most_plain_gaussian_rounds_and_its_known_participation():
     # T rounds of the plain Gaussian: dp-accounting's GaussianDpEvent at the same orders.
     accountant = dp_accounting.rdp.RdpAccountant(orders=[float(a) for a in PERSONALIZED_ORDERS])
     accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(5.0), 100))
-    server = server_epsilon(5.0, 100, DELTA)
-    assert server == pytest.approx(accountant.get_epsilon(DELTA), rel=1e-9)
-    # It is what a user sampled every round spends, and above every q_u's amplified epsilon.
+    plain = accountant.get_epsilon(DELTA)
     curve = user_curve(5.0, 100, DELTA)
-    assert server == float(curve(1.0)[0])
-    assert np.all(curve(np.array([1e-4, 0.01, 0.3, 0.99])) <= server)
+    assert float(curve(1.0)[0]) == pytest.approx(plain, rel=1e-9)
+    for q in (1e-3, 0.1181, 0.3232, 1.0):
+        server = server_epsilon(5.0, 100, DELTA, q=q)
+        # never above the plain Gaussian rounds (a bound whatever q), and what `uldp account`
+        # prints as the server's view for that q (the known participation), where that is smaller
+        known = known_participation_epsilon(5.0, q, 100, DELTA).epsilon
+        assert server == min(float(curve(1.0)[0]), known) <= plain * (1 + 1e-9)
+        if q < 1:  # the server knows more than the released models' observers
+            assert server >= float(curve(q)[0])
+    assert server_epsilon(5.0, 100, DELTA, q=0.1181) < server_epsilon(5.0, 100, DELTA, q=0.3232)
 
 
 @settings(max_examples=15, deadline=None)
@@ -114,7 +121,10 @@ def test_rates_are_monotone_in_the_budget_and_never_overspend(budgets, sigma, ro
     assert np.all(np.diff(result.q[order]) >= 0)  # a larger budget never gets a smaller q_u
     # Re-accounted on a fresh curve: every user's epsilon*(q_u) is within its budget, unless
     # its budget is above epsilon*(1) (then q_u = 1 and it spends epsilon*(1)).
-    spent = user_curve(sigma, rounds, DELTA)(result.q)
+    # (a budget below epsilon*(q_min) gets q_u = 0, never sampled: it spends nothing)
+    used = result.q > 0
+    spent = np.zeros(values.size)
+    spent[used] = user_curve(sigma, rounds, DELTA)(result.q[used])
     inside = result.status == OK
     assert np.all(spent[inside] <= values[inside])
     np.testing.assert_array_equal(spent[result.q > 0], result.spent[result.q > 0])
@@ -161,7 +171,9 @@ def test_the_assumptions_describe_the_user_level_run():
     assert "Theorem 3" in lines["run"] and "Algorithm 4" in lines["run"] and "tau" not in lines["run"]
     assert "(2 users, 2 distinct" in lines["budgets"]
     assert "does not hold against it" in lines["threat model"]
-    assert f"epsilon {server_epsilon(5.0, 100, DELTA):.6g} for every user" in lines["server view"]
+    for q in np.unique(result.q):
+        assert f"{server_epsilon(5.0, 100, DELTA, q=float(q)):.6g} at q_u = {q:.4g}" in lines["server view"]
+    assert "known participation" in lines["server view"]
     assert list(lines)[:5] == ["budgets", "run", "threat model", "neighbouring", "server view"]
 
 

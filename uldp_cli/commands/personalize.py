@@ -517,9 +517,12 @@ def _render(fmt, level, budgets: Budgets, run, curve, calibration, results, infe
         "assumptions": assumptions,
         "sigma": run.sigma,
         "calibrated_sigma": calibration is not None,
-        # The server draws the user sample: its epsilon, the same for every user (user level only).
+        # The server draws the user sample: its epsilon for the user sampled most (the largest
+        # q_u), a bound for every user (user level only; the assumptions list it per rate).
         "server_epsilon": (
-            server_epsilon(run.sigma, run.rounds, curve.delta, curve.conversion) if level == "user" else None
+            server_epsilon(run.sigma, run.rounds, curve.delta, curve.conversion, float(chosen.q.max()))
+            if level == "user"
+            else None
         ),
         "feasible": vars(feasible),
         "infeasible": {
