@@ -17,19 +17,8 @@ CONFIG=${1:-"$(dirname "${BASH_SOURCE[0]}")/train-heart-disease.yaml"}  # found 
 OUT=${2:-compare-out}
 SIGMA=${3:-}
 ALGOS=${ALGOS:-"default uldp-naive uldp-group uldp-avg uldp-avg-w uldp-sgd uldp-sgd-w"}
-# `uldp` and the Python that has it: those on the PATH (an activated venv), else the checkout's
-# .venv (README set-up), so the script works before `. .venv/bin/activate` too.
-VENV="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv"
-if [[ -z "${ULDP:-}" ]] && ! command -v uldp >/dev/null 2>&1 && [[ -x "$VENV/bin/uldp" ]]; then
-  ULDP="$VENV/bin/uldp"
-  PYTHON=${PYTHON:-"$VENV/bin/python"}
-fi
-PYTHON=${PYTHON:-python}
-ULDP=${ULDP:-uldp}
-if ! command -v "$ULDP" >/dev/null 2>&1; then
-  echo "Error: no uldp command: activate the venv (. .venv/bin/activate) or set ULDP=/path/to/uldp" >&2
-  exit 2
-fi
+# ULDP and PYTHON: the uldp command and its Python (examples/find-uldp.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/find-uldp.sh"
 EXTRA=${EXTRA:-}  # more flags for every run, e.g. EXTRA="--rounds 10 --threads 1"
 KEEP=${KEEP:-0}   # KEEP=1: keep runs already in OUT_DIR, run only the missing ones
 

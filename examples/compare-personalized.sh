@@ -23,19 +23,8 @@ OUT=${2:-compare-personalized-out}
 DISTRIBUTION=${3:-}
 ALGOS=${ALGOS:-"rpdp unidp default"}
 SEEDS=${SEEDS:-1}
-# `uldp` and the Python that has it: those on the PATH (an activated venv), else the checkout's
-# .venv (README set-up), so the script works before `. .venv/bin/activate` too.
-VENV="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/.venv"
-if [[ -z "${ULDP:-}" ]] && ! command -v uldp >/dev/null 2>&1 && [[ -x "$VENV/bin/uldp" ]]; then
-  ULDP="$VENV/bin/uldp"
-  PYTHON=${PYTHON:-"$VENV/bin/python"}
-fi
-PYTHON=${PYTHON:-python}
-ULDP=${ULDP:-uldp}
-if ! command -v "$ULDP" >/dev/null 2>&1; then
-  echo "Error: no uldp command: activate the venv (. .venv/bin/activate) or set ULDP=/path/to/uldp" >&2
-  exit 2
-fi
+# ULDP and PYTHON: the uldp command and its Python (examples/find-uldp.sh).
+source "$(dirname "${BASH_SOURCE[0]}")/find-uldp.sh"
 if [[ ! -f "$CONFIG" ]]; then
   echo "Error: CONFIG: no such file: $CONFIG" >&2
   exit 2

@@ -65,74 +65,41 @@ def record_budgets_drawn(data, distribution: str, seed: int) -> Budgets:
     )
 
 
-def record_budgets_from_file(
-    data, path: str | Path, budget_column: str = "epsilon", id_column: str = "id"
-) -> Budgets:
-    """Budgets from a CSV with a header (what `uldp personalize --out` writes): `budget_column`
-    per record, the records named by `id_column` (row numbers 1..N of the source table or
-    built-in set), or, without that column, one row per source record in order.
+def record_budgets_by_id(data, ids: np.ndarray | None, values: np.ndarray, source: str) -> Budgets:
+    """The training records' budgets from a file's rows (read by `uldp personalize`'s reader,
+    `uldp.cli.personalize_io.read_budgets`): `ids` are the data's record numbers, 1..N of the source
+    table or built-in set (what `uldp personalize --out` writes), or None for one row per source
+    record in order.
 
-    Every training record needs one: DataError naming the missing ids otherwise.
+    Every training record needs one: DataError naming the missing ones otherwise.
     """
-    path = Path(path)
-    try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
-            rows = list(csv.reader(handle))
-    except OSError as error:
-        raise DataError(f"--epsilon-csv: cannot read {path} ({error.strerror or error})") from None
-    except UnicodeDecodeError:
-        raise DataError(f"--epsilon-csv: {path} is not a UTF-8 CSV file") from None
-    if not rows:
-        raise DataError(f"--epsilon-csv: {path} is empty; expected a header naming {budget_column!r}")
-    header = [name.strip() for name in rows[0]]
-    if budget_column not in header:
-        raise DataError(
-            f"--epsilon-csv: {path} has no column {budget_column!r} (its columns: {', '.join(header[:12])})"
-        )
-    column = header.index(budget_column)
-    ids_at = header.index(id_column) if id_column in header else None
-    body = rows[1:]
     n = _source_records(data)
-    by_row = np.full(n, np.nan)
-    for line, row in enumerate(body, start=2):
-        if len(row) != len(header):
-            raise DataError(
-                f"--epsilon-csv: {path} line {line} has {len(row)} fields, the header {len(header)}"
-            )
+    if ids is None:
+        numbers = np.arange(1, len(values) + 1)
+    else:
         try:
-            value = float(row[column])
+            numbers = np.array([int(str(i)) for i in ids], dtype=np.int64)
         except ValueError:
-            raise DataError(
-                f"--epsilon-csv: {path} line {line}: {budget_column} {row[column]!r} is not a number"
-            ) from None
-        if ids_at is None:
-            record = line - 2
-        else:
-            try:
-                record = int(row[ids_at]) - 1
-            except ValueError:
-                raise DataError(
-                    f"--epsilon-csv: {path} line {line}: {id_column} {row[ids_at]!r} is not a record "
-                    f"number (1 to {n})"
-                ) from None
-        if not 0 <= record < n:
-            raise DataError(
-                f"--epsilon-csv: {path} line {line}: record {record + 1} does not exist (the data has "
-                f"records 1 to {n})"
-            )
-        by_row[record] = value
+            bad = next(str(i) for i in ids if not str(i).strip().lstrip("-").isdigit())
+            raise DataError(f"--epsilon-csv: id {bad!r} is not a record number (1 to {n})") from None
+    outside = np.flatnonzero((numbers < 1) | (numbers > n))
+    if outside.size:
+        raise DataError(
+            f"--epsilon-csv: record {numbers[outside[0]]} does not exist (the data has records 1 to {n})"
+        )
+    by_row = np.full(n, np.nan)
+    by_row[numbers - 1] = values
     index = _record_index(data)
-    values = by_row[index]
-    missing = np.flatnonzero(np.isnan(values))
+    chosen = by_row[index]
+    missing = np.flatnonzero(np.isnan(chosen))
     if missing.size:
         shown = ", ".join(str(int(i) + 1) for i in index[missing[:NAMED]])
         raise DataError(
-            f"--epsilon-csv: {path} has no budget for {missing.size} training record(s) (records "
+            f"--epsilon-csv: {source} has no budget for {missing.size} training record(s) (records "
             f"{shown}{', ...' if missing.size > NAMED else ''}); give one per record"
         )
-    check_positive(values, "record", "--epsilon-csv", index + 1)
-    named = f"column {budget_column!r}" + ("" if ids_at is None else f", records by {id_column!r}")
-    return Budgets(values, f"file {path} ({named})")
+    check_positive(chosen, "record", "--epsilon-csv", index + 1)
+    return Budgets(chosen, f"file {source}")
 
 
 def user_budgets(n_users: int, source: str, seed: int) -> Budgets:

@@ -163,12 +163,10 @@ def accounting(cfg, data, private: bool) -> PersonalAccounting | None:
     if data.record_budget is not None:
         q = data.record_q if data.record_q is not None else np.zeros(len(data.record_budget))
         run = RecordSampledFL(cfg.sigma, cfg.local_steps, cfg.rounds, cfg.silo_q, cfg.threat_model)
-        rates = Rates("record", Budgets(data.record_budget, ""), q, cfg.sigma, False, run, cfg.delta, "")
+        rates = Rates("record", Budgets(data.record_budget, ""), q, cfg.sigma, run, cfg.delta, "")
         return PersonalAccounting.for_records(rates, private and data.record_q is not None, cfg.threat_model)
     if data.user_q is not None:
-        rates = Rates(
-            "user", Budgets(data.user_budget, ""), data.user_q, cfg.sigma, False, None, cfg.delta, ""
-        )
+        rates = Rates("user", Budgets(data.user_budget, ""), data.user_q, cfg.sigma, None, cfg.delta, "")
         return PersonalAccounting.for_users(rates)
     return None
 

@@ -34,7 +34,6 @@ from .budget_sources import (
     _record_index,
     check_positive,
     record_budgets_drawn,
-    record_budgets_from_file,
     user_budgets,
 )
 
@@ -50,7 +49,6 @@ class Rates:
     budgets: Budgets
     q: np.ndarray
     sigma: float
-    calibrated: bool
     run: RecordSampledFL | None  # the run the rates were made for (record level)
     delta: float
     note: str  # how the rates and sigma were chosen, for the assumptions
@@ -115,9 +113,7 @@ def record_rates(
                 f"sigma {sigma:g} (at most min(1, B / min_s |D_s|) = {cap:.6g})"
             )
         run = dataclasses.replace(probe, sigma=sigma)
-        return Rates(
-            "record", budgets, np.full(values.size, q), sigma, "calibrated" in note, run, delta, note
-        )
+        return Rates("record", budgets, np.full(values.size, q), sigma, run, delta, note)
     calibrated = sigma is None
     if sigma is None:
         sigma = calibrate_sigma(probe, delta, float(values.max()), q_cap=1.0).value
@@ -134,7 +130,7 @@ def record_rates(
             else f"; sigma {sigma:g} given"
         )
     )
-    return Rates("record", budgets, result.q, sigma, calibrated, run, delta, note)
+    return Rates("record", budgets, result.q, sigma, run, delta, note)
 
 
 def user_rates(
@@ -160,7 +156,7 @@ def user_rates(
             else f"; sigma {sigma:g} given"
         )
     )
-    return Rates("user", budgets, result.q, sigma, calibrated, curve.run, delta, note)
+    return Rates("user", budgets, result.q, sigma, curve.run, delta, note)
 
 
 def _refuse_low(
@@ -213,8 +209,7 @@ def personalize_data(
     *,
     algo: str,
     record_level: bool,
-    budgets_file: str | None = None,
-    budgets_column: str = "epsilon",
+    record_budgets: Budgets | None = None,
     distribution: str | None = None,
     user_budgets_from: str | None = None,
     seed: int = 0,
@@ -229,7 +224,8 @@ def personalize_data(
     """`data` with the rates of its records or users attached (`with_rates`), and the sigma to
     train with (calibrated when `sigma` is None and there are budgets).
 
-    Record budgets come from `budgets_file`, `distribution`, or a budget column already loaded
+    Record budgets come from `record_budgets` (a file's, `budget_sources.record_budgets_by_id`),
+    `distribution`, or a budget column already loaded
     (`data.record_budget`); a non-private `algo` (default) keeps the budgets only to show that no
     budget is met. `user_budgets_from` is a preset name or a file (ULDP-AVG / -SGD).
     """
@@ -237,8 +233,8 @@ def personalize_data(
         budgets = user_budgets(data.n_users, user_budgets_from, seed)
         rates = user_rates(budgets, sigma=sigma, rounds=rounds, delta=delta, ids=np.arange(data.n_users))
         return with_rates(data, rates), rates.sigma
-    if budgets_file is not None:
-        budgets = record_budgets_from_file(data, budgets_file, budgets_column)
+    if record_budgets is not None:
+        budgets = record_budgets
     elif distribution is not None:
         budgets = record_budgets_drawn(data, distribution, seed)
     elif data.record_budget is not None:

@@ -49,6 +49,7 @@ from .algorithms import (
     get_algorithm,
     make_algorithm,
     plan_algorithm,
+    user_budget_names,
 )
 from .atomic import atomic_write
 from .metrics_file import MetricsFile
@@ -470,12 +471,6 @@ def personal_accounting(cfg: TrainConfig, data) -> PersonalAccounting | None:
     if data.user_q is not None and not spec.user_budgets:
         raise InvalidParameter(f"--user-budgets applies to {', '.join(user_budget_names())}, not {cfg.algo}")
     return accounting(cfg, data, spec.private)
-
-
-def user_budget_names() -> tuple[str, ...]:
-    from .algorithms import algorithm_names
-
-    return tuple(n for n in algorithm_names() if get_algorithm(n).user_budgets)
 
 
 def _personal_assumptions(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 from collections.abc import Callable
 from typing import Any
@@ -23,3 +24,18 @@ def command_runner(name: str) -> tuple[Callable[..., Result], Callable[..., Any]
         return json.loads(result.output)
 
     return run, run_json
+
+
+def write_budgets(path, rows, header=("id", "epsilon")) -> str:
+    """A budgets CSV at `path` (header, then `rows`), for `uldp personalize --epsilon-csv`."""
+    with open(path, "w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(header)
+        writer.writerows(rows)
+    return str(path)
+
+
+def read_rows(path) -> list[dict]:
+    """A CSV file's rows as dicts (the rates `--out` writes)."""
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))

@@ -1,31 +1,16 @@
 """`uldp personalize` end to end: outputs, files, and bad input."""
 
-import csv
-
 import numpy as np
 import pytest
 
 from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
 
-from .invoke import command_runner
+from .invoke import command_runner, read_rows, write_budgets
 
 RUN = ["--local-steps", "10", "--rounds", "50"]
 
 
 run, run_json = command_runner("personalize")
-
-
-def write_budgets(path, rows, header=("id", "epsilon")):
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return str(path)
-
-
-def read_rows(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
 
 
 def test_csv_round_trip_keeps_ids_and_reports_what_each_record_spends(tmp_path):

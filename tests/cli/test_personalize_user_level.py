@@ -3,32 +3,18 @@ sampling probabilities q_u for ULDP-AVG / ULDP-SGD, run as a user would."""
 
 from __future__ import annotations
 
-import csv
-
 import numpy as np
 import pytest
 
 from uldp.accountants.user_rates import calibrate_user_sigma, server_epsilon, user_curve, user_rates
 
-from .invoke import command_runner
+from .invoke import command_runner, read_rows, write_budgets
 
 run, run_json = command_runner("personalize")
 account, account_json = command_runner("account")
 
 USER_RUN = ["--level", "user", "--sigma", "5", "--rounds", "100"]
-
-
-def write_budgets(path, rows, header=("user", "epsilon")):
-    with open(path, "w", newline="") as handle:
-        writer = csv.writer(handle)
-        writer.writerow(header)
-        writer.writerows(rows)
-    return str(path)
-
-
-def read_rows(path):
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
+USERS = ("user", "epsilon")  # the budgets file's header
 
 
 def one_error_line(result) -> str:
@@ -52,7 +38,7 @@ def test_the_table_names_users_and_states_the_user_level_run():
 def test_csv_round_trip_gives_each_user_its_q_and_what_it_spends(tmp_path):
     users = ["alice", "b,ob", "007", "dan"]
     budgets = [0.5, 1.0, 2.0, 1.0]
-    src = write_budgets(tmp_path / "users.csv", zip(users, budgets))
+    src = write_budgets(tmp_path / "users.csv", zip(users, budgets), USERS)
     out = tmp_path / "q.csv"
     doc = run_json("--epsilon-csv", src, "--id-column", "user", *USER_RUN, "--out", str(out))
     rows = read_rows(out)
@@ -76,7 +62,7 @@ def test_csv_round_trip_gives_each_user_its_q_and_what_it_spends(tmp_path):
 @pytest.mark.parametrize("budget", [0.5, 2.0])
 def test_the_epsilon_spent_is_what_uldp_account_prints_for_that_q(tmp_path, budget):
     # Independent code: `uldp account` accounts ULDP-AVG with user sampling at the q_u handed out.
-    src = write_budgets(tmp_path / "users.csv", [("u", budget)])
+    src = write_budgets(tmp_path / "users.csv", [("u", budget)], USERS)
     row = run_json("--epsilon-csv", src, *USER_RUN)["budgets"][0]
     accounted = account_json(
         "--algo", "uldp-avg", "--user-q", repr(row["q"]), "--sigma", "5", "--rounds", "100"
@@ -98,7 +84,7 @@ def test_calibrated_sigma_spends_the_largest_user_budget_at_the_cap():
 
 def test_a_budget_no_rate_meets_gets_no_sampling_or_fails_on_request(tmp_path):
     # At sigma 0.5 even q_min = 1e-6 spends 1.35 over 100 rounds.
-    src = write_budgets(tmp_path / "users.csv", [("a", 0.0), ("b", 2.0)])
+    src = write_budgets(tmp_path / "users.csv", [("a", 0.0), ("b", 2.0)], USERS)
     args = ["--epsilon-csv", src, "--level", "user", "--sigma", "0.5", "--rounds", "100"]
     doc = run_json(*args)
     statuses = {row["budget"]: (row["q"], row["status"]) for row in doc["budgets"]}

@@ -14,10 +14,12 @@ BARE_PATH = "/usr/bin:/bin"  # no venv on it, as in a fresh shell
 
 
 def _checkout(tmp_path: Path, *, venv: bool) -> Path:
-    """A copy of the script in `tmp_path/examples`, with a stand-in `.venv/bin/uldp` that only
-    records how it was called (and fails, ending the script there)."""
+    """A copy of the script (and the `find-uldp.sh` it sources) in `tmp_path/examples`, with a
+    stand-in `.venv/bin/uldp` that only records how it was called (and fails, ending the script
+    there)."""
     (tmp_path / "examples").mkdir()
-    shutil.copy(SCRIPT, tmp_path / "examples" / SCRIPT.name)
+    for script in (SCRIPT, SCRIPT.with_name("find-uldp.sh")):
+        shutil.copy(script, tmp_path / "examples" / script.name)
     if venv:
         bin_dir = tmp_path / ".venv" / "bin"
         bin_dir.mkdir(parents=True)

@@ -313,64 +313,35 @@ def test_the_server_step_divides_by_the_expected_number_of_sampled_users(monkeyp
 
 
 def test_user_budgets_from_a_file_and_their_refusals(tmp_path):
-    data = make_data("binary", n=240, users=4, silos=3)
-    good = tmp_path / "u.csv"
-    good.write_text("user,epsilon\n0,1\n1,2\n2,2\n3,4\n")
-    personal, _ = personalize_data(
-        data,
-        algo="uldp-avg",
-        record_level=False,
-        user_budgets_from=str(good),
-        seed=0,
-        sigma=None,
-        local_steps=1,
-        rounds=2,
-        silo_q=1.0,
-        delta=1e-5,
-    )
-    assert personal.user_budget.tolist() == [1, 2, 2, 4] and personal.user_q[3] == 1.0
     from uldp.errors import DataError
 
+    data = make_data("binary", n=240, users=4, silos=3)
+
+    def from_source(source):
+        return personalize_data(
+            data,
+            algo="uldp-avg",
+            record_level=False,
+            user_budgets_from=str(source),
+            seed=0,
+            sigma=None,
+            local_steps=1,
+            rounds=2,
+            silo_q=1.0,
+            delta=1e-5,
+        )
+
+    good = tmp_path / "u.csv"
+    good.write_text("user,epsilon\n0,1\n1,2\n2,2\n3,4\n")
+    personal, _ = from_source(good)
+    assert personal.user_budget.tolist() == [1, 2, 2, 4] and personal.user_q[3] == 1.0
     short = tmp_path / "s.csv"
     short.write_text("user,epsilon\n0,1\n1,2\n")
     with pytest.raises(DataError, match=r"no budget for 2 user\(s\) \(users 2, 3\)"):
-        personalize_data(
-            data,
-            algo="uldp-avg",
-            record_level=False,
-            user_budgets_from=str(short),
-            seed=0,
-            sigma=None,
-            local_steps=1,
-            rounds=2,
-            silo_q=1.0,
-            delta=1e-5,
-        )
+        from_source(short)
     zero = tmp_path / "z.csv"
     zero.write_text("user,epsilon\n0,1\n1,0\n2,1\n3,1\n")
     with pytest.raises(InvalidParameter, match=r"--user-budgets: budgets must be finite numbers > 0: user 1"):
-        personalize_data(
-            data,
-            algo="uldp-avg",
-            record_level=False,
-            user_budgets_from=str(zero),
-            seed=0,
-            sigma=None,
-            local_steps=1,
-            rounds=2,
-            silo_q=1.0,
-            delta=1e-5,
-        )
+        from_source(zero)
     with pytest.raises(InvalidParameter, match="neither a file nor one of"):
-        personalize_data(
-            data,
-            algo="uldp-avg",
-            record_level=False,
-            user_budgets_from="nope",
-            seed=0,
-            sigma=None,
-            local_steps=1,
-            rounds=2,
-            silo_q=1.0,
-            delta=1e-5,
-        )
+        from_source("nope")

@@ -23,6 +23,7 @@ from .registry import (
     register,
     secure_names,
     unregister,
+    user_budget_names,
 )
 from .server import BaseAlgorithm, SiloAveraging
 
@@ -77,4 +78,5 @@ __all__ = [
     "register",
     "secure_names",
     "unregister",
+    "user_budget_names",
 ]

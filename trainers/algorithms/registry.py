@@ -160,6 +160,11 @@ def accounted_names() -> tuple[str, ...]:
     return tuple(name for name, spec in _REGISTRY.items() if spec.private and spec.accounted_as == name)
 
 
+def user_budget_names() -> tuple[str, ...]:
+    """The algorithms whose users may have budgets of their own (`uldp train --user-budgets`)."""
+    return tuple(name for name, spec in _REGISTRY.items() if spec.user_budgets)
+
+
 def secure_names() -> tuple[str, ...]:
     """The algorithms whose weighting `--secure` runs through Protocol 1."""
     return tuple(name for name, spec in _REGISTRY.items() if spec.secure)

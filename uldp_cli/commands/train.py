@@ -497,8 +497,7 @@ def command(
                     data,
                     algo=algo,
                     record_level=get_algorithm(algo).record_level,
-                    budgets_file=budgets_file,
-                    budgets_column=budget_column or "epsilon",
+                    record_budgets=_file_budgets(data, budgets_file, budget_column),
                     distribution=distribution,
                     user_budgets_from=user_budgets,
                     seed=seed,
@@ -745,6 +744,22 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
             raise click.UsageError(f"{option} does not apply here: {why}; drop it", ctx)
 
 
+def _file_budgets(data, path, budget_column):
+    """The training records' budgets from --epsilon-csv, read as `uldp personalize` reads it (its
+    column `id` names the records, else one row per record); None without the option."""
+    if path is None:
+        return None
+    from uldp.trainers.budget_sources import record_budgets_by_id
+
+    from ..personalize_io import read_budgets
+
+    column = budget_column or "epsilon"
+    read = read_budgets(Path(path), column, "id", id_given=False)
+    ids = read.ids if read.id_name == "id" else None
+    named = f"{path} (column {column!r}" + (", records by 'id')" if ids is not None else ")")
+    return record_budgets_by_id(data, ids, read.values, named)
+
+
 def _check_budgets(
     algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
 ) -> bool:
@@ -754,7 +769,7 @@ def _check_budgets(
     The sources: --distribution, --epsilon-csv (its --epsilon-column, default epsilon), or
     --epsilon-column alone, a column of your own table.
     """
-    from uldp.trainers.algorithms import get_algorithm
+    from uldp.trainers.algorithms import get_algorithm, user_budget_names
 
     spec = get_algorithm(algo)
     table_column = budget_column is not None and budgets_file is None
@@ -769,8 +784,10 @@ def _check_budgets(
     ]
     if user_budgets is not None:
         if not spec.user_budgets:
-            names = "uldp-avg, uldp-avg-w, uldp-sgd and uldp-sgd-w"
-            raise click.UsageError(f"--user-budgets applies to {names}, not {algo}")
+            names = user_budget_names()
+            raise click.UsageError(
+                f"--user-budgets applies to {', '.join(names[:-1])} and {names[-1]}, not {algo}"
+            )
         if user_q != 1.0:
             raise click.UsageError("--user-budgets samples every user at its own q_u; drop --user-q")
     if len(given) > 1:
