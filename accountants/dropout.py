@@ -102,12 +102,23 @@ class DropoutRound:
     weight_sum: float
     alive_weight_sum: float
     reference: float
+    # Weight of participants alive at upload (counted in n') that are lost before they send their
+    # calibration share (Algorithm 2 line 22): their first share stays in the aggregate. 0 in
+    # `uldp dropout`'s scenarios; a training run records what happened (`dropout_run`).
+    calibration_dropped: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0 < self.alive_weight_sum <= self.weight_sum:
             raise InvalidParameter("the alive weight sum must be in (0, weight sum]")
         if not 0 < self.reference <= self.weight_sum:
             raise InvalidParameter(f"n_0 = {self.reference:g} must be in (0, weight sum {self.weight_sum:g}]")
+        if not 0 <= self.calibration_dropped <= self.alive_weight_sum:
+            raise InvalidParameter("the weight lost before calibration must be in [0, alive weight sum]")
+
+    @property
+    def calibrating_weight(self) -> float:
+        """The weight of the survivors that send their calibration share (line 22)."""
+        return self.alive_weight_sum - self.calibration_dropped
 
     def uncalibrated_multiplier(self, z: float) -> float:
         """z sqrt(n' / n_ref): no calibration step (§IV-B)."""
@@ -118,15 +129,30 @@ class DropoutRound:
 
         Their average has variance sum_i 4 C^2 z^2 w_i / n' / n'^2 = 4 C^2 z^2 / n'^2, which is
         z times the sensitivity whatever the dropout (§V-B); derived from the line-22 variance
-        rather than returned as z, so the tests check the derivation.
+        rather than returned as z, so the tests check the derivation. A survivor lost before its
+        calibration share leaves its first share (line 15) in place: variance
+        4 C^2 z^2 w_i / n_ref instead, so the multiplier is z sqrt(W_cal / n' + W_lost / n_ref).
         """
-        # C = 1; weight = n' sums the survivors' fresh variances
-        total = self.calibration_variance(z, 1.0, weight=self.alive_weight_sum)
+        # C = 1; the weights sum the survivors' variances
+        total = self.calibration_variance(z, 1.0, weight=self.calibrating_weight) + self.share_variance(
+            z, 1.0, weight=self.calibration_dropped
+        )
         return math.sqrt(total) / self.alive_weight_sum / (2.0 / self.alive_weight_sum)
 
     def server_view_multiplier(self, z: float) -> float:
-        """z / sqrt(1 + n_ref / n'): the server sees lines 19 and 22 of Algorithm 2 (module doc)."""
-        return z / math.sqrt(1.0 + self.reference / self.alive_weight_sum)
+        """z / sqrt(1 + n_ref / n'): the server sees lines 19 and 22 of Algorithm 2 (module doc).
+
+        In general the aggregate X = S + E_cal + E_lost (line 19) and the calibrated release
+        X + sum e_i' = S + F_cal + E_lost are two observations whose noises share E_lost (the
+        first shares of survivors lost before line 22). With a, b, c the variances of E_cal,
+        F_cal and E_lost, the best combination of the two has variance ab / (a + b) + c (the
+        inverse of 1' Sigma^-1 1 for their 2 x 2 covariance); with c = 0 this is the formula above.
+        """
+        a = self.share_variance(z, 1.0, weight=self.calibrating_weight)
+        b = self.calibration_variance(z, 1.0, weight=self.calibrating_weight)
+        c = self.share_variance(z, 1.0, weight=self.calibration_dropped)
+        combined = (a * b / (a + b) if a + b > 0 else 0.0) + c
+        return math.sqrt(combined) / self.alive_weight_sum / (2.0 / self.alive_weight_sum)
 
     def coalition_multiplier(self, z: float, weight: float, calibrated: bool = True) -> float:
         """What surviving participants of total weight k see in the released model (module doc).

@@ -123,6 +123,15 @@ def round_rngs(
     return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
 
 
+def phase_rng(entropy: int, round: int, silo: int, phase: str) -> np.random.Generator:
+    """Silo `silo`'s generator for phase `phase` of round `round` (a phased algorithm's steps).
+
+    Keyed by the phase's name, so each step draws afresh and the in-process and Flower runs of
+    a fixed --noise-seed draw the same numbers whichever silos a phase reaches."""
+    key = int.from_bytes(phase.encode()[:16].ljust(16, b"\0"), "big")
+    return np.random.default_rng(np.random.SeedSequence([entropy, round, silo, key, 0x5048]))
+
+
 class Silos(Protocol):
     """Where the silos' updates run: in this process (`LocalSilos`) or at separate parties
     (`flower.FlowerSilos`). The round loop (`run`) is the same for both."""
@@ -148,6 +157,20 @@ class Silos(Protocol):
         """What the run's assumptions say of where the silos ran and what reached the server."""
         ...
 
+    def phase(
+        self,
+        algorithm: Algorithm,
+        round: int,
+        name: str,
+        payloads: dict[int, dict[str, np.ndarray]],
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> dict[int, dict[str, np.ndarray]]:
+        """Phase `name` of round `round` at the silos `payloads` names (a phased algorithm's step):
+        each answers `algorithm.silo_phase`; a silo that does not answer in time is left out of
+        the result (to a phased algorithm, a dropout)."""
+        ...
+
 
 class LocalSilos:
     """Every silo in this process: silo s's update draws from round_rngs(entropy, t)[1][s]."""
@@ -155,6 +178,7 @@ class LocalSilos:
     def __init__(self, silos: list[SiloData], counts: np.ndarray) -> None:
         self.silos = silos
         self.counts = counts
+        self.stores: dict[int, dict[str, np.ndarray]] = {}  # each silo's keepsakes between phases
 
     def prepare(self, cfg: TrainConfig, task: str, noise_fixed: bool) -> tuple[Algorithm, np.ndarray | None]:
         return make_algorithm(cfg, self.silos, task), self.counts
@@ -176,6 +200,30 @@ class LocalSilos:
 
     def assumptions(self, cfg: TrainConfig) -> dict[str, str]:
         return {}  # `_assumptions` describes an in-process run by default
+
+    def phase(
+        self,
+        algorithm: Algorithm,
+        round: int,
+        name: str,
+        payloads: dict[int, dict[str, np.ndarray]],
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> dict[int, dict[str, np.ndarray]]:
+        assert cfg.noise_seed is not None
+        return {
+            s: algorithm.silo_phase(
+                self.silos[s],
+                name,
+                round,
+                payload,
+                self.stores.setdefault(s, {}),
+                ctx,
+                cfg,
+                phase_rng(cfg.noise_seed, round, s, name),
+            )
+            for s, payload in payloads.items()
+        }
 
 
 def accounting_plan(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algorithm) -> Plan | None:
@@ -272,6 +320,26 @@ def _assumptions(
     out.update(algorithm.run_assumptions(cfg, n_silos))  # what only the run knows: noise std, weights
     command = account_command(cfg, cfg.rounds, n_silos, algorithm)
     out["check"] = f"`{command}` gives the final epsilon"
+    return out
+
+
+def _observed_assumptions(
+    cfg: TrainConfig, data, algorithm: Algorithm, noise_fixed: bool, where: dict[str, str] | None
+) -> dict:
+    """What a run accounted from its rounds (an `observed` algorithm) assumes: its own
+    `run_assumptions` say what was released and how it is accounted."""
+    marked = not data.synthetic or "synthetic" in data.source.lower()
+    out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+    out.update(algorithm.run_assumptions(cfg, data.n_silos))
+    out["randomness"] = (
+        f"noise, sampling and simulated dropouts from --noise-seed {cfg.noise_seed}: reproducible, "
+        "and NOT private against anyone who knows the seed (experiments only)"
+        if noise_fixed
+        else "noise, sampling and simulated dropouts from 128 fresh bits of OS entropy (secrets); "
+        f"data allocation and the initial model from --seed {cfg.seed}; a checkpoint holds the "
+        "noise entropy: keep it as secret as the noise"
+    )
+    out.update(where or {})
     return out
 
 
@@ -373,6 +441,8 @@ def run(
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
     algorithm, counts = silos.prepare(cfg, task, noise_fixed)
+    algorithm.bind_silos(silos)
+    spec = get_algorithm(cfg.algo)
     ctx = Context(
         model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts, data.user_q
     )
@@ -392,6 +462,7 @@ def run(
         start_round = state["round"] + 1
         elapsed_before = state["elapsed"]
         torch.set_rng_state(state["torch_rng"])
+        algorithm.restore(history)
     metrics = MetricsFile(metrics_path, history) if metrics_path else None
 
     started = time.perf_counter()
@@ -399,16 +470,19 @@ def run(
     for t in range(start_round, cfg.rounds + 1):
         server_rng, _ = round_rngs(cfg.noise_seed, t, data.n_silos)
         plan = algorithm.plan_round(t, ctx, cfg, server_rng)
-        messages = silos.updates(algorithm, t, params, plan, ctx, cfg)
+        # A phased algorithm's aggregation drives its own message phases through `silos`.
+        messages = [] if algorithm.phased else silos.updates(algorithm, t, params, plan, ctx, cfg)
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
         loss, value = evaluate(model, params, x_test, y_test, task, metric)
         if not _finite(params) or (len(x_test) and not math.isfinite(loss)):
             # Nothing of this round is kept: the checkpoint and metrics still hold round t - 1.
-            raise TrainingDiverged(t, loss, get_algorithm(cfg.algo).options, cfg.user_q)
+            raise TrainingDiverged(t, loss, spec.options, cfg.user_q)
         tiers: dict[str, float] = {}
         if personal is not None:
             tiers = personal.row(t)
             epsilon, server_epsilon = personal.headline(tiers)
+        elif spec.observed:  # accounted from what the rounds released (dp-fedavg-robust)
+            epsilon, server_epsilon = algorithm.spent(cfg)
         else:
             epsilon, server_epsilon = user_epsilons(
                 accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta
@@ -421,8 +495,7 @@ def run(
             **({} if server_epsilon is None else {"server_epsilon": server_epsilon}),
             **tiers,
             "delta": cfg.delta,
-            "sampled_users": int(plan.sampled.sum()),
-            **({} if plan.silos is None else {"sampled_silos": int(plan.silos.sum())}),
+            **algorithm.round_fields(plan),
             "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4),
         }
         history.append(row)
@@ -453,6 +526,8 @@ def run(
         assumptions = _personal_assumptions(
             cfg, data, personal, algorithm, noise_fixed, silos.assumptions(cfg)
         )
+    elif spec.observed:
+        assumptions = _observed_assumptions(cfg, data, algorithm, noise_fixed, silos.assumptions(cfg))
     else:
         final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
         assumptions = _assumptions(

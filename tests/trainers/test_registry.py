@@ -33,9 +33,10 @@ def test_built_in_algorithms_in_their_order():
         "uldp-sgd-w",
         "rpdp",
         "unidp",
+        "dp-fedavg-robust",
     )
     assert accounted_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-sgd")
-    assert secure_names() == ("uldp-avg-w", "uldp-sgd-w")
+    assert secure_names() == ("uldp-avg-w", "uldp-sgd-w", "dp-fedavg-robust")
 
 
 def test_weighted_variants_release_their_base_algorithms_mechanism():

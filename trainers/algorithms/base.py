@@ -31,6 +31,11 @@ if TYPE_CHECKING:
     from ..per_user import LocalTraining
 
 
+#: Where a participant of dp-fedavg-robust may drop out: before its upload (Algorithm 2 line 16,
+#: the local update) or after it, before its calibration share (line 22; Baek et al. §V-B).
+DROPOUT_PHASES = ("upload", "calibration")
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Hyper-parameters of one run (ULDP-FL Table 1)."""
@@ -58,6 +63,14 @@ class TrainConfig:
     local_steps: int = 50  # rpdp / unidp: tau DP-SGD steps per round on a sampled silo
     silo_q: float = 1.0  # rpdp / unidp: lambda, Poisson sampling rate of a silo per round
     threat_model: str = "untrusted"  # rpdp: the threat model the rates q are computed for
+    # dp-fedavg-robust (Baek et al. 2021, Algorithms 2-3): participants are the silos.
+    dropout: float = 0.0  # probability that a sampled participant drops out, i.i.d. per round
+    dropout_at: str = "upload"  # where: before its upload, or after it and before calibration
+    dropout_schedule: str | None = None  # a CSV (round, participant, at) of the dropouts to replay
+    calibration: bool = True  # the noise calibration step (Algorithm 2 lines 20-22)
+    min_weight_sum: float | None = None  # n_0 (Algorithm 3); None: shares drawn for n (Algorithm 2)
+    n_max: int | None = None  # w_i = min(n_i / n_max, 1); None: every weight 1 (McMahan et al.)
+    threshold: int | None = None  # --secure: Shamir's k; None: a majority of each round's sample
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -83,6 +96,18 @@ class TrainConfig:
             raise InvalidParameter(f"silo-q must be in (0, 1], got {self.silo_q}")
         if self.threat_model not in ("untrusted", "server"):
             raise InvalidParameter(f"threat model must be untrusted or server, got {self.threat_model!r}")
+        if not 0 <= self.dropout < 1:
+            raise InvalidParameter(f"dropout rate must be in [0, 1), got {self.dropout}")
+        if self.dropout_at not in DROPOUT_PHASES:
+            raise InvalidParameter(f"dropout-at must be upload or calibration, got {self.dropout_at!r}")
+        if self.min_weight_sum is not None and not self.min_weight_sum > 0:
+            raise InvalidParameter(f"min-weight-sum n_0 must be > 0, got {self.min_weight_sum}")
+        if self.n_max is not None and self.n_max < 1:
+            raise InvalidParameter(f"n-max must be >= 1, got {self.n_max}")
+        if self.threshold is not None and self.threshold < 2:
+            raise InvalidParameter(
+                f"threshold k must be >= 2 (Shamir's (k, n) sharing), got {self.threshold}"
+            )
         if self.secure and self.algo not in secure_names():
             raise InvalidParameter(
                 f"--secure applies to {' and '.join(secure_names())} (Protocol 1 weighting)"
@@ -208,6 +233,28 @@ class Algorithm(Protocol):
     def silo_state(self, silo: int) -> dict[str, np.ndarray]: ...
 
     def load_silo_state(self, silo: int, state: dict[str, np.ndarray]) -> None: ...
+
+    phased: bool
+
+    def bind_silos(self, silos: Any) -> None: ...
+
+    def silo_phase(
+        self,
+        silo: SiloData,
+        name: str,
+        round: int,
+        payload: dict[str, np.ndarray],
+        store: dict[str, np.ndarray],
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> dict[str, np.ndarray]: ...
+
+    def round_fields(self, plan: RoundPlan) -> dict[str, object]: ...
+
+    def spent(self, cfg: TrainConfig) -> tuple[float, float | None]: ...
+
+    def restore(self, history: list[dict]) -> None: ...
 
 
 def sample_users(n_users: int, q: float | np.ndarray, rng: np.random.Generator) -> np.ndarray:

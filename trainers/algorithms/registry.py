@@ -52,7 +52,20 @@ TRAINING_OPTIONS = frozenset(
         "batched",
         "local_steps",
         "silo_q",
+        "dropout",
+        "dropout_at",
+        "dropout_schedule",
+        "calibration",
+        "min_weight_sum",
+        "n_max",
+        "threshold",
     )
+)
+
+#: What only dp-fedavg-robust reads (Baek et al. 2021): its dropouts, calibration, weights and
+#: secure aggregation's threshold. An algorithm reads none of them unless its spec says so.
+DROPOUT_OPTIONS = frozenset(
+    ("dropout", "dropout_at", "dropout_schedule", "calibration", "min_weight_sum", "n_max", "threshold")
 )
 
 #: The `PlanInputs` fields beyond sigma and rounds a plan may read. `uldp account` and `uldp
@@ -72,11 +85,13 @@ class AlgorithmSpec:
     `uldp account` / `uldp calibrate` do not offer it. `accounted_as` names the algorithm whose
     mechanism this one releases when the two differ only in who computes the weights (the `-w`
     variants release ULDP-AVG's / ULDP-SGD's mechanism); it defaults to the spec's own name.
-    `secure`: `uldp train --secure` may run the server's weighting through Protocol 1.
-    `options`: the `TRAINING_OPTIONS` its trainer reads (all, unless it says less); `uldp train`
-    refuses the others when the user sets them. `plan_options`: the `PLAN_OPTIONS` its plan reads
-    (users sampled at `user_q`, |S| named, unless it says otherwise); `k` in them makes it a group
-    algorithm, `user_q` in them one whose server view differs under user sampling.
+    `secure`: `uldp train --secure` may run the server's weighting through Protocol 1 (or, for
+    dp-fedavg-robust, its uploads through secure aggregation).
+    `options`: the `TRAINING_OPTIONS` its trainer reads (all but `DROPOUT_OPTIONS`, unless it
+    says); `uldp train` refuses the others when the user sets them. `plan_options`: the
+    `PLAN_OPTIONS` its plan reads (users sampled at `user_q`, |S| named, unless it says
+    otherwise); `k` in them makes it a group algorithm, `user_q` in them one whose server view
+    differs under user sampling.
     `server_reads_owners`: its server needs the owner of every silo's records (the histogram
     n_{s,u}) to plan or weight, so a server at a separate party is sent them (trainers/flower);
     never under --secure, whose weighting hides them.
@@ -85,6 +100,9 @@ class AlgorithmSpec:
     user-level plan; `uldp personalize` is its accounting command.
     `user_budgets`: its users may have budgets of their own (`uldp train --user-budgets`), each
     sampled at its own rate q_u (issue 14; PULDP-AVG of the ULDP-FL authors' code).
+    `observed`: what a round releases depends on what happened in it (dropouts), so a run is
+    accounted from the rounds it observed (the trainer's `spent`), not by a plan; `uldp dropout`
+    is its accounting command (issue 15: dp-fedavg-robust).
     """
 
     name: str
@@ -93,11 +111,12 @@ class AlgorithmSpec:
     plan: PlanFunction | None = None
     accounted_as: str | None = None
     secure: bool = False
-    options: frozenset[str] = TRAINING_OPTIONS
+    options: frozenset[str] = TRAINING_OPTIONS - DROPOUT_OPTIONS
     plan_options: frozenset[str] = frozenset(("user_q", "silos"))
     server_reads_owners: bool = False
     record_level: bool = False
     user_budgets: bool = False
+    observed: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.options) - TRAINING_OPTIONS
@@ -112,6 +131,10 @@ class AlgorithmSpec:
             raise InvalidParameter(
                 f"{self.name}: a record-level algorithm is accounted per record, not by a plan"
             )
+        if self.observed and self.plan is not None:
+            raise InvalidParameter(
+                f"{self.name}: an observed algorithm is accounted from its rounds, not by a plan"
+            )
         if self.plan is None and self.accounted_as is not None:
             raise InvalidParameter(
                 f"{self.name}: accounted_as needs a plan (a non-private algorithm releases no mechanism)"
@@ -119,7 +142,7 @@ class AlgorithmSpec:
 
     @property
     def private(self) -> bool:
-        return self.plan is not None or self.record_level
+        return self.plan is not None or self.record_level or self.observed
 
 
 # Registration order is the order of the --algo choices.
@@ -189,6 +212,11 @@ def plan_algorithm(
         raise InvalidParameter(
             f"{algorithm} gives every record its own budget and is accounted per record: use "
             "`uldp personalize` (or the per-tier epsilons `uldp train` prints)"
+        )
+    if spec is not None and spec.observed:
+        raise InvalidParameter(
+            f"{algorithm} is accounted from what each round released (its dropouts): use "
+            "`uldp dropout` to plan it (or the epsilons `uldp train` prints)"
         )
     if spec is None or not spec.private:
         choices = ", ".join(accounted_names())

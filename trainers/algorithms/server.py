@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from .base import Context, RoundPlan, SiloDelta, TrainConfig
+    from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
 
 class BaseAlgorithm:
@@ -30,6 +30,43 @@ class BaseAlgorithm:
     update (uldp-group's flags), which the silo's copy of the algorithm takes in
     `load_silo_state`. The silo's copy is built by the registered factory with no silos.
     """
+
+    #: Its round is message phases that `aggregate` drives through the silos it was bound to
+    #: (`bind_silos`, `silo_phase`), not one `silo_update` per silo (dp-fedavg-robust: upload,
+    #: then calibration, with secure aggregation's steps around them).
+    phased = False
+
+    def bind_silos(self, silos: Any) -> None:
+        """Where its phases run (`runner.Silos`: in process, or Flower); phased trainers keep it."""
+
+    def silo_phase(
+        self,
+        silo: SiloData,
+        name: str,
+        round: int,
+        payload: dict[str, np.ndarray],
+        store: dict[str, np.ndarray],
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> dict[str, np.ndarray]:
+        """A silo's answer to phase `name` of a round; `store` keeps what it needs between phases."""
+        raise ValueError(f"{type(self).__name__} runs no phase {name!r}")
+
+    def round_fields(self, plan: RoundPlan) -> dict[str, object]:
+        """What a round's row says of who took part."""
+        out: dict[str, object] = {"sampled_users": int(plan.sampled.sum())}
+        if plan.silos is not None:
+            out["sampled_silos"] = int(plan.silos.sum())
+        return out
+
+    def spent(self, cfg: TrainConfig) -> tuple[float, float | None]:
+        """(released model's, server's) epsilon of the rounds run so far, for an `observed`
+        algorithm (registry); the others are accounted by their plan."""
+        raise NotImplementedError(f"{type(self).__name__} is accounted by its plan")
+
+    def restore(self, history: list[dict]) -> None:
+        """Take back what the rows of a checkpoint's rounds say (an observed algorithm's rounds)."""
 
     def reply_type(self, cfg: TrainConfig) -> type:
         from .base import SiloDelta

@@ -10,7 +10,8 @@ entropy, its algorithm state and its Protocol 1 party. What is costly to rebuild
 the model) is cached per process.
 
 Messages (records.py): setup (settings in, record count and, if the algorithm's server reads
-them, the record owners out), silo state, Protocol 1 setup steps, and rounds.
+them, the record owners out), silo state, Protocol 1 setup steps, rounds, and a phased
+algorithm's phases (their keepsakes between phases in the node's state, like Protocol 1's party).
 
 Randomness: silo s draws round t's noise and sampling from round_rngs(entropy, t)[1][s] (the same
 stream as in process). The entropy is the run's --noise-seed when the user fixed it (then the
@@ -44,6 +45,7 @@ app = ClientApp()
 _STATE = "uldp"  # ConfigRecord in context.state: the run as the silo knows it
 _SILO_STATE = "uldp_silo_state"  # ArrayRecord: the algorithm's silo state from the server
 _PARTY = "uldp_protocol1"  # ConfigRecord: the Protocol 1 party, as bytes
+_PHASE_STORE = "uldp_phase_store"  # ArrayRecord: what a phased algorithm keeps between its phases
 
 
 @dataclasses.dataclass
@@ -121,6 +123,7 @@ def setup(message: Message, context: Context) -> Message:
     context.state[_STATE] = ConfigRecord(state)
     context.state.pop(_SILO_STATE, None)
     context.state.pop(_PARTY, None)
+    context.state.pop(_PHASE_STORE, None)
     working = _working_set(context, cache=False)  # the silo state may still come
     content = RecordDict({"setup": ConfigRecord({"silo": silo, "records": working.data.size})})
     if run.get("owners"):  # the algorithm's server reads them (plaintext -w, uldp-group)
@@ -171,6 +174,31 @@ def train_round(message: Message, context: Context) -> Message:
         content = masked_reply(content_in, context, working, update, t)
     else:
         content = records.reply_record(update, t)
+    return Message(content, reply_to=message)
+
+
+@app.query("uldp_phase")
+@_refusals
+def phase(message: Message, context: Context) -> Message:
+    """One phase of a phased algorithm's round (dp-fedavg-robust's upload, calibration and secure
+    aggregation steps): the algorithm's `silo_phase`, its keepsakes in this node's state."""
+    from ..runner import phase_rng
+
+    working = _working_set(context)
+    content_in: Any = message.content
+    header = content_in["phase"]
+    t, name, silo = int(header["round"]), str(header["name"]), working.data.silo
+    if int(header["silo"]) != silo:
+        raise ProtocolError(f"a phase message for silo {header['silo']} reached silo {silo}")
+    payload = records.read_arrays(content_in["payload"], set(content_in["payload"].keys()), "the phase")
+    stored: Any = context.state.get(_PHASE_STORE)
+    store = {} if stored is None else {key: stored[key].numpy() for key in stored.keys()}
+    rng = phase_rng(working.entropy, t, silo, name)
+    reply = working.algorithm.silo_phase(working.data, name, t, payload, store, working.ctx, working.cfg, rng)
+    context.state[_PHASE_STORE] = records.arrays(store)
+    content = RecordDict(
+        {"phase": ConfigRecord({"round": t, "silo": silo, "name": name}), "reply": records.arrays(reply)}
+    )
     return Message(content, reply_to=message)
 
 

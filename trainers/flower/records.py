@@ -1,7 +1,8 @@
 """The messages between the server and a silo, as Flower records, and the server's checks of
 what a silo sends.
 
-One round (ULDP-FL §3, Algorithm 4) crosses the wire twice:
+One round (ULDP-FL §3, Algorithm 4) crosses the wire twice (a phased algorithm's round, once per
+phase: `PHASE`):
 
 - server -> silo s (`train`): the global model x_t (`ArrayRecord` "params", one array per
   parameter, in the model's order) and the round's plan (`ArrayRecord` "plan": the sampled users
@@ -36,6 +37,9 @@ SETUP = "query.uldp_setup"
 SILO_STATE = "query.uldp_silo_state"
 PROTOCOL1 = "query.uldp_protocol1"
 ROUND = "train.uldp_round"
+# A phased algorithm's steps (dp-fedavg-robust: weight, keys, shares, upload, calibrate): ConfigRecord
+# "phase" {round, silo, name} and ArrayRecord "payload" in, "phase" and ArrayRecord "reply" out.
+PHASE = "query.uldp_phase"
 
 KINDS = {"SiloDelta": "delta", "SiloUserDeltas": "user-deltas"}
 

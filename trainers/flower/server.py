@@ -146,7 +146,7 @@ class FlowerSilos:
         if any(states.values()):
             messages = {s: RecordDict({"state": records.arrays(states[s])}) for s in states}
             self.exchange(messages, records.SILO_STATE, 0)
-        if cfg.secure:
+        if cfg.secure and not algorithm.phased:  # a phased algorithm runs its own protocol in phases
             from .protocol1 import ServerParty
 
             self.protocol = ServerParty(self, cfg)
@@ -215,7 +215,7 @@ class FlowerSilos:
                 + ("from the shared --noise-seed" if self._seeded else "from its own 128 bits")
             )
         }
-        if not cfg.secure:
+        if not cfg.secure and not get_algorithm(cfg.algo).observed:  # those say what the server read
             owners = get_algorithm(cfg.algo).server_reads_owners
             out["aggregation"] = (
                 "in the clear at the server: epsilon covers the aggregate and the released model; "
@@ -223,6 +223,51 @@ class FlowerSilos:
                 + (" and the owner of every record (the histogram n_su)" if owners else "")
                 + "; the paper assumes secure aggregation"
             )
+        return out
+
+    def phase(
+        self,
+        algorithm: Algorithm,
+        round: int,
+        name: str,
+        payloads: dict[int, dict[str, np.ndarray]],
+        ctx: Context,
+        cfg: TrainConfig,
+    ) -> dict[int, dict[str, np.ndarray]]:
+        """Phase `name` of round `round` at the silos `payloads` names; a silo that does not answer
+        within the round's timeout is left out (to a phased algorithm, a dropout); one that fails
+        or refuses stops the run (`SiloFailed`), as in a round."""
+        contents = {
+            s: RecordDict(
+                {
+                    "phase": ConfigRecord({"round": round, "silo": s, "name": name}),
+                    "payload": records.arrays(payload),
+                }
+            )
+            for s, payload in payloads.items()
+        }
+        replies = self.exchange(contents, records.PHASE, round, missing_ok=True) if contents else {}
+        out = {}
+        for s, content in replies.items():
+            header: Any = content.get("phase")
+            if not isinstance(header, ConfigRecord) or (
+                header.get("round"),
+                header.get("silo"),
+                header.get("name"),
+            ) != (
+                round,
+                s,
+                name,
+            ):
+                raise records.MalformedReply(
+                    s, round, f"its reply does not answer phase {name!r} of this round"
+                )
+            try:
+                out[s] = records.read_arrays(
+                    content.get("reply"), set(content["reply"].keys()), f"phase {name}"
+                )
+            except (ValueError, KeyError) as error:
+                raise records.MalformedReply(s, round, str(error)) from None
         return out
 
     # --- messaging ---
@@ -263,10 +308,17 @@ class FlowerSilos:
             time.sleep(0.05)
 
     def exchange(
-        self, contents: dict[int, RecordDict], message_type: str, round: int, *, by_node: bool = False
+        self,
+        contents: dict[int, RecordDict],
+        message_type: str,
+        round: int,
+        *,
+        by_node: bool = False,
+        missing_ok: bool = False,
     ) -> dict[int, RecordDict]:
         """Send `contents` (by silo, or by node id when `by_node`) and return every reply's content,
-        by the same key; `SiloFailed` naming who did not answer or answered with an error."""
+        by the same key; `SiloFailed` naming who did not answer (unless `missing_ok`: then they
+        are left out) or answered with an error."""
         targets = contents if by_node else {self.nodes[s]: c for s, c in contents.items()}
         name_of = {node: f"SuperNode {node}" for node in targets} if by_node else {}
         key_of = {node: node for node in targets} if by_node else {self.nodes[s]: s for s in contents}
@@ -279,7 +331,7 @@ class FlowerSilos:
         timeout = self.setup_timeout if round == 0 else self.timeout
         replies = self._send_and_receive(messages, timeout)
         missing = [name_of[node] for node in targets if node not in replies]
-        if missing:
+        if missing and not missing_ok:
             raise records.SiloFailed(
                 missing, round, f"did not answer within {timeout:g} s (crashed, stopped or too slow)"
             )

@@ -261,6 +261,54 @@ class GroupK(click.ParamType):
     help="rpdp: the threat model the rates q are computed for (both are printed; default: untrusted).",
 )
 @click.option(
+    "--dropout",
+    type=Interval(0.0, 1.0, low_open=False, high_open=True),
+    default=None,
+    help="dp-fedavg-robust: probability that a sampled participant drops out, i.i.d. per round, in "
+    "[0, 1) (default: 0).",
+)
+@click.option(
+    "--dropout-at",
+    type=click.Choice(["upload", "calibration"]),
+    default=None,
+    help="dp-fedavg-robust: where --dropout's participants are lost: before their upload, or after "
+    "it and before their calibration share (default: upload).",
+)
+@click.option(
+    "--dropout-schedule",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="dp-fedavg-robust: replay the dropouts of a CSV with columns round,participant,at "
+    "(participants are silo numbers from 0; at is upload or calibration).",
+)
+@click.option(
+    "--calibration/--no-calibration",
+    default=None,
+    help="dp-fedavg-robust: the noise calibration step of Algorithm 2 (default: on; off shows the "
+    "privacy lost to dropouts).",
+)
+@click.option(
+    "--min-weight-sum",
+    type=PositiveFloat(MAX_USERS),
+    default=None,
+    help="dp-fedavg-robust: n_0 of Algorithm 3, the least weight sum a round works with; the first "
+    "noise shares are drawn for it (default: none, Algorithm 2).",
+)
+@click.option(
+    "--n-max",
+    type=PositiveInt(MAX_BATCH),
+    default=None,
+    help="dp-fedavg-robust: weights w_i = min(n_i / n_max, 1) from each participant's records "
+    "(default: every weight 1).",
+)
+@click.option(
+    "--threshold",
+    type=IntegerIn(2, MAX_SILOS),
+    default=None,
+    help=f"dp-fedavg-robust --secure: Shamir's threshold k, 2 to {MAX_SILOS:,} (default: a majority "
+    "of each round's sample).",
+)
+@click.option(
     "--local-epochs",
     type=PositiveInt(MAX_LOCAL_EPOCHS),
     default=None,
@@ -298,7 +346,12 @@ class GroupK(click.ParamType):
     default=None,
     help=f"auto: the paper's model for the data set ({describe('model')}).",
 )
-@click.option("--secure", is_flag=True, help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier).")
+@click.option(
+    "--secure",
+    is_flag=True,
+    help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier); dp-fedavg-robust: secure "
+    "aggregation of the uploads (Algorithm 3).",
+)
 @click.option(
     "--key-bits",
     type=IntegerIn(*KEY_BITS_RANGE),
@@ -392,6 +445,13 @@ def command(
     local_steps,
     silo_q,
     threat_model,
+    dropout,
+    dropout_at,
+    dropout_schedule,
+    calibration,
+    min_weight_sum,
+    n_max,
+    threshold,
     local_epochs,
     lr,
     global_lr,
@@ -423,6 +483,7 @@ def command(
       uldp train --algo uldp-group --group-k median --dataset heart-disease --plot run.png
       uldp train --algo uldp-avg --data-path my.csv --user-column patient --label-column y
       uldp train --algo rpdp --dataset heart-disease --distribution three-levels --local-steps 10
+      uldp train --algo dp-fedavg-robust --dataset mnist --silos 500 --user-q 0.1 --dropout 0.1
     """
     _check_inputs(
         dataset,
@@ -439,6 +500,7 @@ def command(
         engine,
     )
     _check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
+    _check_dropouts(dropout, dropout_schedule, threshold, secure)
     personal = _check_budgets(
         algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
     )
@@ -532,6 +594,9 @@ def command(
                 **({} if local_steps is None else {"local_steps": local_steps}),
                 **({} if silo_q is None else {"silo_q": silo_q}),
                 **({} if threat_model is None else {"threat_model": threat_model}),
+                **_dropout_settings(
+                    dropout, dropout_at, dropout_schedule, calibration, min_weight_sum, n_max, threshold
+                ),
             )
             metric = data.metric
 
@@ -589,6 +654,8 @@ def _progress_text(row: dict, metric: str, rounds: int) -> str:
     text = f"{metric.replace('_', '-')} {format_cell(row[metric])}  epsilon {format_cell(row['epsilon'])}"
     if "server_epsilon" in row:
         text += f" (server {format_cell(row['server_epsilon'])})"
+    if "dropped_upload" in row:  # dp-fedavg-robust
+        text += f"  dropped {row['dropped_upload'] + row['dropped_calibration']}/{row['participants']}"
     return text
 
 
@@ -694,7 +761,38 @@ ALGORITHM_OPTIONS = {
     "loop": "batched",
     "local_steps": "local_steps",
     "silo_q": "silo_q",
+    "dropout": "dropout",
+    "dropout_at": "dropout_at",
+    "dropout_schedule": "dropout_schedule",
+    "calibration": "calibration",
+    "min_weight_sum": "min_weight_sum",
+    "n_max": "n_max",
+    "threshold": "threshold",
 }
+
+
+def _check_dropouts(dropout, dropout_schedule, threshold, secure) -> None:
+    """One source of dropouts; secure aggregation's threshold only with --secure."""
+    if dropout is not None and dropout_schedule is not None:
+        raise click.UsageError("give --dropout RATE or --dropout-schedule FILE, not both")
+    if threshold is not None and not secure:
+        raise click.UsageError(
+            "--threshold sets secure aggregation's k, which only --secure runs; add --secure"
+        )
+
+
+def _dropout_settings(dropout, dropout_at, dropout_schedule, calibration, min_weight_sum, n_max, threshold):
+    """The dp-fedavg-robust fields of TrainConfig the user gave (the others keep its defaults)."""
+    given = {
+        "dropout": dropout,
+        "dropout_at": dropout_at,
+        "dropout_schedule": dropout_schedule,
+        "calibration": calibration,
+        "min_weight_sum": min_weight_sum,
+        "n_max": n_max,
+        "threshold": threshold,
+    }
+    return {k: v for k, v in given.items() if v is not None}
 
 
 def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, checkpoint_dir) -> None:
@@ -729,6 +827,9 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
         ignored["user_q"] = f"{algo} samples silos (--silo-q) and records, not users"
     if not secure:
         ignored["key_bits"] = "it sizes Protocol 1's keys, which only --secure uses"
+    elif spec.observed:
+        why = f"{algo}'s secure aggregation agrees X25519 keys, it has no Paillier keys to size"
+        ignored["key_bits"] = ignored["test_keys"] = why
     if fmt != "table":
         ignored["every"] = f"--format {fmt} always has every round"
     if checkpoint_dir is None:
@@ -888,6 +989,7 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         ("loss", "test loss"),
         (metric, metric.replace("_", "-")),
         *epsilon_columns,
+        *(_dropout_columns(rows) if "target_epsilon" in summary else []),
         ("elapsed_s", "elapsed s"),
     ]
     notes = [
@@ -911,13 +1013,15 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
     if defaulted:
         settings += f" (defaults: {', '.join(defaulted)}; docs/train.md)"
     notes.append(settings)
-    if sampled and not tiers:
+    if sampled and not tiers and "target_epsilon" not in summary:
         notes.append(
             "epsilon (model): the released models, amplified by user sampling; epsilon (server): "
             "against the server, which draws the sample and so gets no amplification (Remark 1)"
         )
     if tiers:
         notes.extend(_tier_notes(tiers, summary))
+    if "target_epsilon" in summary:
+        notes.extend(_dropout_notes(summary, result.history))
     if fmt == "table":
         step = every or -(-len(rows) // MAX_TABLE_ROWS)
         if step > 1:
@@ -939,6 +1043,37 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         document=document,
         notes=notes,
     )
+
+
+def _dropout_columns(rows: list[dict]) -> list[tuple[str, str]]:
+    """dp-fedavg-robust: who was sampled and who dropped, per round (the calibration column only
+    when someone dropped there)."""
+    columns = [("participants", "sampled"), ("dropped_upload", "dropped")]
+    if any(r.get("dropped_calibration") for r in rows):
+        columns.append(("dropped_calibration", "dropped at calibration"))
+    return columns
+
+
+def _dropout_notes(summary: dict, history: list[dict]) -> list[str]:
+    """dp-fedavg-robust: the epsilon spent against the run's target, and the rounds not released."""
+    spent, target = summary["epsilon"], summary["target_epsilon"]
+    compare = "met" if spent <= target * (1 + 1e-9) else f"EXCEEDED by {100 * (spent / target - 1):.1f}%"
+    dropped = sum(r["dropped_upload"] + r["dropped_calibration"] for r in history)
+    sampled = sum(r["participants"] for r in history)
+    notes = [
+        f"target: epsilon {format_cell(target)} after {summary['rounds']} rounds without dropouts "
+        f"(`uldp dropout --dropout 0`); spent by the released model: {format_cell(spent)}, target "
+        f"{compare}; {dropped} of {sampled} sampled participants dropped out"
+        + ("" if summary["calibration"] else " (--no-calibration: their noise shares were not replaced)")
+    ]
+    skipped = [r for r in history if not r["released"]]
+    if skipped:
+        reasons = sorted({r["note"] for r in skipped})
+        notes.append(
+            f"{len(skipped)} of {len(history)} rounds released nothing and spent nothing: "
+            + "; ".join(reasons)
+        )
+    return notes
 
 
 def _tier_columns(tiers: list[dict], summary: dict, rows: list[dict], fmt: str):

@@ -1,0 +1,123 @@
+"""What a training run with dropouts really spent, round by round (Baek et al. 2021, §IV-V).
+
+`uldp dropout` plans with one dropout rate for every round; a run of Algorithm 2 or 3 (`uldp
+train --algo dp-fedavg-robust`) knows what each round released: the weight sum n of the
+participants sampled, n' of those alive at upload, n_ref (n, or n_0 in Algorithm 3), the weight
+of survivors lost before their calibration share, and whether the round was calibrated. Each such
+round is an `ObservedRound`; its noise multipliers are `accountants.dropout.DropoutRound`'s (the
+same algebra as `uldp dropout`), and a run is the composition of its rounds (ULDP-FL Lemma 1: RDP
+curves add), accounted through the registry like every other event:
+
+- released model (outsiders, who do not know the sample): one Poisson-subsampled Gaussian step
+  per released round at rate q, with that round's multiplier;
+- the server: it draws the sample, so a `KnownParticipation` round per released round (no
+  amplification), with the multiplier of what it holds. Under secure aggregation (Algorithm 3)
+  that is the aggregate and the calibration shares (`DropoutRound.server_view_multiplier`);
+  without it (Algorithm 2 in the clear) the server reads every participant's message M_i =
+  w_i Delta_i + e_i alone, `single_message_multiplier`.
+
+A round with identical multipliers to another is merged with it (a run of T such rounds is the
+same event `uldp dropout --rounds T` accounts, so the two print the same epsilon). Rounds that
+released nothing (nobody sampled, the sampled weight below n_0, too few survivors for the secure
+aggregation) add nothing.
+
+Assumptions, as in `uldp dropout`: dropouts do not depend on the data, and the weight sums the
+server broadcasts (n, n') are public and treated as independent of who was sampled (the paper's
+accounting, §V-B: a participant joins each round with probability q).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from uldp.errors import InvalidParameter
+
+from .dropout import DropoutRound
+from .events import Composed, Event, KnownParticipation, SubsampledGaussian
+from .registry import account_event
+
+
+@dataclass(frozen=True)
+class ObservedRound:
+    """One released round of Algorithm 2 / 3 as it happened.
+
+    `largest_weight` is the largest w_i among the survivors: without secure aggregation the server
+    reads each one's message, and the heaviest is the least protected.
+    """
+
+    weights: DropoutRound
+    calibrated: bool
+    largest_weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not 0 < self.largest_weight <= 1:
+            raise InvalidParameter(f"a participant's weight must be in (0, 1], got {self.largest_weight}")
+
+    def model_multiplier(self, z: float) -> float:
+        """What the released model carries: z sqrt(n'/n_ref) uncalibrated (§IV-B); calibrated,
+        z sqrt(W_cal/n' + W_lost/n_ref) (z when no survivor was lost before line 22)."""
+        if self.calibrated:
+            return self.weights.calibrated_multiplier(z)
+        return self.weights.uncalibrated_multiplier(z)
+
+    def server_multiplier(self, z: float, secure: bool) -> float:
+        """What the server's view carries: under secure aggregation the aggregate (and, calibrated,
+        the calibration shares); in the clear, one participant's own message."""
+        if not secure:
+            return self.single_message_multiplier(z)
+        if self.calibrated:
+            return self.weights.server_view_multiplier(z)
+        return self.weights.uncalibrated_multiplier(z)
+
+    def single_message_multiplier(self, z: float) -> float:
+        """A participant's message read alone, in units of its own sensitivity 2 C w_i.
+
+        M_i = w_i Delta_i + e_i with Var e_i = 4 C^2 z^2 w_i / n_ref (line 15): multiplier
+        z / sqrt(w_i n_ref). Calibrated, the server also holds M_i + e_i', whose fresh noise has
+        variance 4 C^2 z^2 w_i / n' (line 22); the two together: z / sqrt(w_i (n_ref + n')).
+        The heaviest survivor is the worst case (a survivor lost before line 22 has the first
+        figure, which is larger).
+        """
+        w = self.largest_weight
+        reference = self.weights.reference
+        if self.calibrated and self.weights.calibrating_weight > 0:
+            return z / math.sqrt(w * (reference + self.weights.alive_weight_sum))
+        return z / math.sqrt(w * reference)
+
+
+def run_events(rounds: Sequence[ObservedRound], z: float, q: float, *, secure: bool) -> tuple[Event, Event]:
+    """(released model's, server's) event of these released rounds, equal rounds merged."""
+    if not rounds:
+        raise InvalidParameter("no round was released: there is nothing to account")
+    model = Counter(r.model_multiplier(z) for r in rounds)
+    server = Counter(r.server_multiplier(z, secure) for r in rounds)
+    return (
+        _composed([SubsampledGaussian(m, q, n) for m, n in sorted(model.items())]),
+        _composed([KnownParticipation(m, q, n) for m, n in sorted(server.items())]),
+    )
+
+
+def run_epsilons(
+    rounds: Sequence[ObservedRound], z: float, q: float, delta: float, *, secure: bool, **accounting: Any
+) -> tuple[float, float]:
+    """(released model's, server's) epsilon at `delta` after these rounds; (0, 0) before any.
+
+    `accounting`: the registry's options (accountant, conversion, orders); the default is the RDP
+    accountant with the improved conversion, as `uldp dropout` and `uldp train` print.
+    """
+    if not rounds:
+        return 0.0, 0.0
+    model, server = run_events(rounds, z, q, secure=secure)
+    return (
+        account_event(model, delta, **accounting).epsilon,
+        account_event(server, delta, **accounting).epsilon,
+    )
+
+
+def _composed(events: list[Any]) -> Event:
+    # One kind of round is the event itself, exactly what `uldp dropout --rounds T` accounts.
+    return events[0] if len(events) == 1 else Composed(tuple(events))
