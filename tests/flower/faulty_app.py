@@ -1,7 +1,8 @@
 """A silo that misbehaves on purpose, for the fault tests: uldp's own ClientApp, except in the
 runs whose --sigma is one of `FAULTS` (a marker no other test uses), where the silo named there
-crashes (its worker process exits), stalls past the server's timeout, or answers a malformed
-message in the round named there. Ray's workers import it by name (tests.flower.faulty_app)."""
+crashes (its worker process exits), stalls past the server's timeout (in a round, or in
+dp-fedavg-robust's upload phase), or answers a malformed message in the round named there.
+Ray's workers import it by name (tests.flower.faulty_app)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ FAULTS = {  # in the order the tests run them: a crashed worker is not restarted
     7.04: (1, 1, "non-finite"),
     7.05: (2, 2, "other-silo"),
     7.06: (1, 1, "stall"),
+    7.07: (1, 3, "stall-upload"),  # dp-fedavg-robust: a silo silent in its upload phase drops out
     7.01: (1, 2, "crash"),
 }
 
@@ -54,6 +56,21 @@ def silo_state(message, context):
 @app.query("uldp_protocol1")
 def protocol1(message, context):
     return real.protocol1(message, context)
+
+
+@app.query("uldp_phase")
+def phase(message, context):
+    fault = _fault(context)
+    if fault is not None and fault[2] == "stall-upload":
+        silo, round, _ = fault
+        header = message.content["phase"]
+        if (int(context.state["uldp"]["silo"]), int(header["round"]), str(header["name"])) == (
+            silo,
+            round,
+            "upload",
+        ):
+            time.sleep(STALL_S)
+    return real.phase(message, context)
 
 
 @app.train("uldp_round")

@@ -415,7 +415,7 @@ class DropoutRobust(BaseAlgorithm):
             k = "a majority of each round's sample" if cfg.threshold is None else f"k = {cfg.threshold}"
             out["aggregation"] = (
                 f"secure aggregation (Algorithm 3 lines 13-38; uldp.crypto.secagg: X25519, Shamir (k, n) "
-                f"with {k}, ChaCha20-Poly1305 shares, ChaCha20 masks): the server reads only the sum "
+                f"with {k}, ChaCha20-Poly1305 shares, AES-256-CTR masks): the server reads only the sum "
                 "of the survivors' messages and the calibration shares"
             )
         else:

@@ -338,7 +338,7 @@ class FlowerSilos:
         out = {}
         failed: dict[str, str] = {}  # every party that failed (a dead worker takes its queue along)
         refused: dict[str, str] = {}
-        for node in sorted(targets, key=lambda n: key_of[n]):
+        for node in sorted((n for n in targets if n in replies), key=lambda n: key_of[n]):
             reply, who = replies[node], key_of[node]
             if reply.has_error():  # the ClientApp raised, or its worker process died
                 failed[name_of[node]] = _short(" ".join(str(reply.error.reason).split()))

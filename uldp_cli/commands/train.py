@@ -838,7 +838,10 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
         source = given_source(ctx, name)
         if source is None:
             continue
+        param = next((p for p in ctx.command.params if p.name == name), None)
         option = "--" + name.replace("_", "-")
+        if param is not None and param.secondary_opts:  # a flag pair: name both spellings
+            option = f"{param.opts[0]}/{param.secondary_opts[0]}"
         if source is ParameterSource.DEFAULT_MAP:
             click.echo(f"Warning: {option} from --config is ignored: {why}.", err=True)
         else:
