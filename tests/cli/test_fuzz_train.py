@@ -31,6 +31,8 @@ EXTRA = {
     # rpdp / unidp need per-record budgets to run at all
     "local_steps": ("--distribution", "three-levels"),
     "silo_q": ("--distribution", "three-levels"),
+    # dp-fedavg-robust's Shamir threshold applies to its secure aggregation only
+    "threshold": ("--secure",),
 }
 
 

@@ -57,6 +57,20 @@ def test_the_printed_epsilon_is_uldp_dropouts_for_the_dropouts_that_happened(tmp
         assert run["history"][-1]["model_multiplier"] == pytest.approx(1.3 * (3 / 4) ** 0.5)
     # Without --secure the server reads each message alone: far more than the aggregate's figure.
     assert run["summary"]["server_epsilon"] > entry["server_epsilon"]
+    # With it the server holds the aggregate (and the calibration shares): `uldp dropout`'s server row.
+    secure = train_json(
+        *BASE,
+        "--rounds",
+        str(rounds),
+        "--sigma",
+        "1.3",
+        "--dropout-schedule",
+        _schedule(tmp_path, rounds),
+        calibration,
+        "--secure",
+    )
+    assert secure["summary"]["server_epsilon"] == entry["server_epsilon"]
+    assert secure["summary"]["epsilon"] == entry["epsilon"]
     target = dropout_json(
         "--sigma",
         "1.3",

@@ -17,7 +17,7 @@ from uldp.errors import DataError, InvalidParameter
 from uldp.trainers.algorithms import TrainConfig
 from uldp.trainers.algorithms.dropout_robust import participant_weight
 from uldp.trainers.per_user import flat_parameters
-from uldp.trainers.runner import build_silos, train
+from uldp.trainers.runner import LocalSilos, build_silos, run, train
 
 ALGO = "dp-fedavg-robust"
 #: Each variance test may wrongly fail with probability 1e-6 (two-sided chi-square test).
@@ -212,3 +212,46 @@ def test_a_bad_schedule_is_named(tmp_path):
     wrong.write_text("round,silo\n1,2\n")
     with pytest.raises(DataError, match="the header must be round,participant,at"):
         train(data, _config(dropout_schedule=str(wrong)), model_name="logistic")
+
+
+class SpySilos(LocalSilos):
+    """The in-process silos, remembering every phase reply the server received."""
+
+    def __init__(self, silos, counts):
+        super().__init__(silos, counts)
+        self.seen: list[tuple[str, dict]] = []
+
+    def phase(self, algorithm, round, name, payloads, ctx, cfg):
+        replies = super().phase(algorithm, round, name, payloads, ctx, cfg)
+        self.seen.append((name, replies))
+        return replies
+
+
+def test_secure_aggregation_releases_the_same_model_and_hides_each_message(tmp_path):
+    data = make_data("multiclass", n=300, users=12, silos=6, n_classes=3)
+    drops = _schedule(tmp_path, [(1, 2, "upload"), (2, 0, "calibration"), (2, 4, "upload")])
+    cfg = _config(rounds=2, dropout_schedule=drops, lr=0.3)
+    clear = train(data, cfg, model_name="logistic")
+    spy = SpySilos(build_silos(data), data.user_silo_counts())
+    secure = run(data, spy, dataclasses.replace(cfg, secure=True), model_name="logistic")
+    for key in clear.params:  # fixed point at 2^-24 per coordinate and participant
+        assert torch.allclose(clear.params[key], secure.params[key], rtol=0, atol=1e-5)
+    for a, b in zip(clear.history, secure.history):
+        assert a["epsilon"] == b["epsilon"]  # the released model: the same mechanism
+        assert b["server_epsilon"] < a["server_epsilon"]  # the server reads the sum, not each message
+    uploads = [replies for name, replies in spy.seen if name == "upload"]
+    assert uploads and all(set(reply) == {"masked"} for replies in uploads for reply in replies.values())
+    names = [name for name, _ in spy.seen]
+    assert names == ["weight", *["keys", "shares", "upload", "calibrate"] * 2]
+
+
+def test_fewer_survivors_than_k_release_nothing(tmp_path):
+    data = make_data("binary", n=200, users=10, silos=5)
+    drops = _schedule(tmp_path, [(2, 0, "upload"), (2, 1, "upload"), (2, 3, "upload")])
+    cfg = _config(rounds=3, dropout_schedule=drops, secure=True, threshold=3)
+    history = train(data, cfg, model_name="logistic").history
+    refused = history[1]
+    assert not refused["released"] and refused["dropped_upload"] == 3
+    assert "below the threshold k = 3" in refused["note"] and "nothing is revealed" in refused["note"]
+    assert refused["epsilon"] == history[0]["epsilon"] and refused["loss"] == history[0]["loss"]
+    assert history[2]["released"] and history[2]["epsilon"] > history[0]["epsilon"]
