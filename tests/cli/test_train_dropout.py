@@ -25,32 +25,23 @@ def test_the_printed_epsilon_is_uldp_dropouts_for_the_dropouts_that_happened(tmp
     """Heart-disease's 4 hospitals, all sampled (q = 1), one lost before its upload every round:
     `uldp dropout --participants 4 --dropout 0.25` describes exactly that round."""
     rounds = 6
-    run = train_json(
-        *BASE,
-        "--rounds",
-        str(rounds),
-        "--sigma",
-        "1.3",
-        "--dropout-schedule",
-        _schedule(tmp_path, rounds),
-        calibration,
-    )
+    schedule = _schedule(tmp_path, rounds)
+
+    def trained(*extra: str) -> dict:
+        return train_json(
+            *BASE, "--rounds", str(rounds), "--sigma", "1.3", "--dropout-schedule", schedule, *extra
+        )
+
+    def planned(rate: str) -> dict:
+        return dropout_json(
+            *("--sigma", "1.3", "--user-q", "1", "--participants", "4", "--dropout", rate),
+            *("--rounds", str(rounds), "--no-paper"),
+        )
+
+    run = trained(calibration)
     assert [r["dropped_upload"] for r in run["history"]] == [1] * rounds
-    planned = dropout_json(
-        "--sigma",
-        "1.3",
-        "--user-q",
-        "1",
-        "--participants",
-        "4",
-        "--dropout",
-        "0.25",
-        "--rounds",
-        str(rounds),
-        "--no-paper",
-    )
     calibrated = calibration == "--calibration"
-    entry = next(e for e in planned["results"] if e["calibrated"] == calibrated)
+    entry = next(e for e in planned("0.25")["results"] if e["calibrated"] == calibrated)
     assert run["summary"]["epsilon"] == entry["epsilon"]
     assert run["history"][-1]["model_multiplier"] == entry["multiplier"]
     if not calibrated:  # the uncalibrated aggregate is what the server would read under secure aggregation
@@ -58,33 +49,10 @@ def test_the_printed_epsilon_is_uldp_dropouts_for_the_dropouts_that_happened(tmp
     # Without --secure the server reads each message alone: far more than the aggregate's figure.
     assert run["summary"]["server_epsilon"] > entry["server_epsilon"]
     # With it the server holds the aggregate (and the calibration shares): `uldp dropout`'s server row.
-    secure = train_json(
-        *BASE,
-        "--rounds",
-        str(rounds),
-        "--sigma",
-        "1.3",
-        "--dropout-schedule",
-        _schedule(tmp_path, rounds),
-        calibration,
-        "--secure",
-    )
+    secure = trained(calibration, "--secure")
     assert secure["summary"]["server_epsilon"] == entry["server_epsilon"]
     assert secure["summary"]["epsilon"] == entry["epsilon"]
-    target = dropout_json(
-        "--sigma",
-        "1.3",
-        "--user-q",
-        "1",
-        "--participants",
-        "4",
-        "--dropout",
-        "0",
-        "--rounds",
-        str(rounds),
-        "--no-paper",
-    )
-    assert run["summary"]["target_epsilon"] == target["results"][0]["epsilon"]
+    assert run["summary"]["target_epsilon"] == planned("0")["results"][0]["epsilon"]
     assert (run["summary"]["epsilon"] > run["summary"]["target_epsilon"]) == (not calibrated)
 
 

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from uldp.errors import InvalidParameter
 
-from .registry import AlgorithmSpec
+from .registry import DROPOUT_OPTIONS, AlgorithmSpec
 from .server import BaseAlgorithm
 
 if TYPE_CHECKING:
@@ -472,21 +472,6 @@ SPEC = AlgorithmSpec(
     build=build,
     secure=True,
     observed=True,
-    options=frozenset(
-        (
-            "sigma",
-            "clip",
-            "lr",
-            "global_lr",
-            "local_epochs",
-            "batch_size",
-            "dropout",
-            "dropout_at",
-            "dropout_schedule",
-            "calibration",
-            "min_weight_sum",
-            "n_max",
-            "threshold",
-        )
-    ),
+    # The dp-fedavg-robust options, and Algorithm 1's local SGD (no per-user batch, no group k).
+    options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size")) | DROPOUT_OPTIONS,
 )
