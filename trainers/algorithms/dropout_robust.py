@@ -266,6 +266,18 @@ class DropoutRobust(BaseAlgorithm):
             if row.get("released")
         ]
 
+    def silo_update(
+        self,
+        silo: SiloData,
+        params: dict[str, torch.Tensor],
+        plan: RoundPlan,
+        ctx: Context,
+        cfg: TrainConfig,
+        rng: np.random.Generator,
+    ) -> Any:
+        """Never called: a phased round's silos answer `silo_phase` (the round loop knows)."""
+        raise InvalidParameter(f"{NAME}'s rounds are phases: its silos answer silo_phase, not silo_update")
+
     # --- a participant --------------------------------------------------------------------------
     def silo_phase(
         self,
