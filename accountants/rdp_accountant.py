@@ -53,10 +53,14 @@ class RdpAccountant:
         orders: OrdersSpec = "default",
         group_method: str = "rdp",
         profile: RdpProfile | None = None,
+        real_orders: bool = True,
         **_: object,
     ) -> Accounted:
         """Epsilon at `delta`; `profile` (the curve of the event, or of a group's event) is reused
-        when given, so several k and methods of one run evaluate each order once."""
+        when given, so several k and methods of one run evaluate each order once. `real_orders`: with
+        the default orders, also minimise over the real orders next to the best one; False keeps
+        to the grid (a valid bound too), for a composition of many runs with different
+        multipliers, where each real order tried costs one series per run and no cache helps."""
         from uldp.errors import InvalidParameter
 
         if conversion not in CONVERSIONS:
@@ -74,7 +78,7 @@ class RdpAccountant:
             return Accounted(bound.epsilon, bound.order, bound.base_order, bound.group_size_used, bound.note)
         curve = profile.at if profile is not None else (lambda grid: event_rdp(event, grid))
         conv = orders.best(lambda grid: rdp_to_dp(grid, curve(grid), log_delta, conversion))
-        if orders.preset == "default":  # a listed set is the user's choice: keep to its orders
+        if real_orders and orders.preset == "default":  # a listed set is the user's choice: keep to it
             conv = refine(conv, orders.grid, curve, log_delta, conversion)
         note = TV_RULE_NOTE if conv.rule == "tv" else ""
         return Accounted(conv.epsilon, conv.order, conv.order, 1, note)

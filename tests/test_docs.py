@@ -107,6 +107,15 @@ SLOW: dict[BlockName, str] = {
         "--engine flower",
     ): "takes 30-60 s (starts Ray, and a worker per CPU that imports torch): set ULDP_DOC_SLOW=1; "
     "tests/flower/test_engine_cli.py runs the same engine on every CI run",
+    (
+        "dropout.md",
+        "--dropout 0.3 --no-calibration --noise-seed 1 --every 25",
+    ): "takes about 3 min (100 rounds of a CNN): set ULDP_DOC_SLOW=1; tests/trainers/test_dropout_robust.py "
+    "and tests/cli/test_train_dropout.py run the same code on every CI run",
+    (
+        "dropout.md",
+        "--min-weight-sum 30",
+    ): "takes about 2.5 min (100 rounds of a CNN): set ULDP_DOC_SLOW=1",
 }
 
 # Blocks that cannot run here at all, and why.

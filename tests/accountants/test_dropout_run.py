@@ -129,3 +129,16 @@ def test_observed_round_refuses_a_weight_above_one():
         ObservedRound(DropoutRound(5, 4, 5), True, largest_weight=1.5)
     with pytest.raises(InvalidParameter, match="lost before calibration"):
         DropoutRound(5, 4, 5, calibration_dropped=4.5)
+
+
+def test_many_multipliers_are_accounted_at_the_grid_orders_an_upper_bound_of_the_refined():
+    """More than REFINED_PARTS distinct multipliers: the released model is accounted at the grid's
+    orders only (the refinement would evaluate a series per multiplier and order, every round)."""
+    rounds = [ObservedRound(DropoutRound(50, 50 - k, 50), False) for k in (0, 3, 5, 8, 11, 13, 17)] * 10
+    model, server = run_events(rounds, 1.0, 0.1, secure=True)
+    grid, _ = run_epsilons(rounds, 1.0, 0.1, DELTA, secure=True)
+    refined = account_event(model, DELTA).epsilon
+    assert grid == account_event(model, DELTA, real_orders=False).epsilon
+    assert refined <= grid <= refined * 1.005
+    # The server's rounds are refined whatever their number: at large epsilons it matters.
+    assert run_epsilons(rounds, 1.0, 0.1, DELTA, secure=True)[1] == account_event(server, DELTA).epsilon

@@ -171,7 +171,7 @@ class DropoutRobust(BaseAlgorithm):
             return skip("no participant sampled")
         n0 = cfg.min_weight_sum
         if n0 is not None and n < n0:
-            return skip(f"sampled weight {n:.4g} below n_0 = {n0:g} (Algorithm 3 line 17)")
+            return skip(f"sampled weight below n_0 = {n0:g} (Algorithm 3 line 17)")
         reference = n if n0 is None else float(n0)
         secure = None
         if cfg.secure:
@@ -194,9 +194,7 @@ class DropoutRobust(BaseAlgorithm):
         alive_weight = float(w[alive].sum())
         fields["alive_weight_sum"] = alive_weight
         if n0 is not None and alive_weight < n0:
-            return skip(
-                f"survivors' weight {alive_weight:.4g} below n_0 = {n0:g} (Algorithm 3 assumes n' >= n_0)"
-            )
+            return skip(f"survivors' weight below n_0 = {n0:g} (Algorithm 3 assumes n' >= n_0)")
         needs_second = cfg.calibration or secure is not None
         second: dict[int, dict[str, np.ndarray]] = {}
         if needs_second:
@@ -366,7 +364,12 @@ class DropoutRobust(BaseAlgorithm):
 
     # --- what the run reports ---------------------------------------------------------------------
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
-        algorithm = "Algorithm 3 (secure aggregation)" if cfg.secure else "Algorithm 2"
+        if cfg.secure:
+            algorithm = "Algorithm 3 (secure aggregation)"
+        elif cfg.min_weight_sum is not None:
+            algorithm = "Algorithm 3's noise shares for n_0, uploads in the clear"
+        else:
+            algorithm = "Algorithm 2"
         weights = (
             "w_i = 1 for every participant (McMahan et al.)"
             if cfg.n_max is None
@@ -432,9 +435,13 @@ class DropoutRobust(BaseAlgorithm):
             )
         else:
             out["aggregation"] = "in the clear: the server reads every participant's message (see epsilon)"
+        secure_view = "and the server's" if cfg.secure else "(its server view assumes secure aggregation)"
         out["check"] = (
-            "`uldp dropout --sigma z --user-q q --participants N --dropout r --rounds T` prints the same "
-            "epsilons when every round lost the same weight; each round's weight sums are in --metrics"
+            f"`uldp dropout --sigma {cfg.sigma:g} --user-q {cfg.user_q:g} --participants N --dropout R "
+            f"--rounds {cfg.rounds}` prints the released model's epsilon {secure_view} of "
+            f"{cfg.rounds} rounds that each lost a share R of N unit-weight participants; this run's "
+            "rounds each lost what their "
+            "rows say (n, n' in --metrics), and what is printed is the composition of those rounds"
         )
         return out
 

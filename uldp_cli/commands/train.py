@@ -1072,6 +1072,8 @@ def _dropout_notes(summary: dict, history: list[dict]) -> list[str]:
     skipped = [r for r in history if not r["released"]]
     if skipped:
         reasons = sorted({r["note"] for r in skipped})
+        if len(reasons) > 3:  # each refusal names its own counts: the first ones say enough
+            reasons = [*reasons[:3], f"and {len(reasons) - 3} more (the rows' note)"]
         notes.append(
             f"{len(skipped)} of {len(history)} rounds released nothing and spent nothing: "
             + "; ".join(reasons)
