@@ -20,12 +20,9 @@ CONFIG=${1:?usage: examples/compare-dropout.sh CONFIG.yaml [OUT_DIR]}
 OUT=${2:-compare-dropout-out}
 DROPOUTS=${DROPOUTS:-"0 0.1 0.3"}
 SEEDS=${SEEDS:-1}
-# ULDP and PYTHON: the uldp command and its Python (examples/find-uldp.sh).
+# ULDP and PYTHON, require_config, kept, train_json (examples/find-uldp.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/find-uldp.sh"
-if [[ ! -f "$CONFIG" ]]; then
-  echo "Error: CONFIG: no such file: $CONFIG" >&2
-  exit 2
-fi
+require_config "$CONFIG"
 EXTRA=${EXTRA:-}  # more flags for every run, e.g. EXTRA="--rounds 10"
 KEEP=${KEEP:-0}   # KEEP=1: keep runs already in OUT_DIR, run only the missing ones
 
@@ -36,23 +33,13 @@ for rate in $DROPOUTS; do
   for mode in $modes; do
     for seed in $SEEDS; do
       run="$OUT/dropout$rate-$mode-seed$seed"
-      if [[ "$KEEP" == 1 && -s "$run.json" ]]; then
-        echo "keep $run.json" >&2
-        continue
-      fi
+      kept "$run" && continue
       echo "== dropout $rate, --$mode, noise seed $seed" >&2
       start=$(date +%s.%N)
-      # The summary goes to a temporary file, renamed when the run is complete: a killed run
-      # leaves no half-written JSON for KEEP=1 to take as done.
       # shellcheck disable=SC2086  # EXTRA is a word list
-      if ! "$ULDP" train --config "$CONFIG" --dropout "$rate" "--$mode" --noise-seed "$seed" $EXTRA \
-        --metrics "$run.jsonl" --format json > "$run.json.tmp"; then
-        rm -f "$run.json.tmp"
-        exit 2
-      fi
+      train_json "$run" --config "$CONFIG" --dropout "$rate" "--$mode" --noise-seed "$seed" $EXTRA
       end=$(date +%s.%N)
       awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f\n", b - a }' > "$run.wall"
-      mv "$run.json.tmp" "$run.json"
     done
   done
 done

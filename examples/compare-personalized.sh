@@ -23,12 +23,9 @@ OUT=${2:-compare-personalized-out}
 DISTRIBUTION=${3:-}
 ALGOS=${ALGOS:-"rpdp unidp default"}
 SEEDS=${SEEDS:-1}
-# ULDP and PYTHON: the uldp command and its Python (examples/find-uldp.sh).
+# ULDP and PYTHON, require_config, kept, train_json (examples/find-uldp.sh).
 source "$(dirname "${BASH_SOURCE[0]}")/find-uldp.sh"
-if [[ ! -f "$CONFIG" ]]; then
-  echo "Error: CONFIG: no such file: $CONFIG" >&2
-  exit 2
-fi
+require_config "$CONFIG"
 EXTRA=${EXTRA:-}  # more flags for every run, e.g. EXTRA="--rounds 5"
 KEEP=${KEEP:-0}   # KEEP=1: keep runs already in OUT_DIR, run only the missing ones
 
@@ -42,22 +39,12 @@ for algo in $ALGOS; do
   esac
   for seed in $SEEDS; do
     run="$OUT/$algo-seed$seed"
-    if [[ "$KEEP" == 1 && -s "$run.json" ]]; then
-      echo "keep $run.json" >&2
-      continue
-    fi
+    kept "$run" && continue
     echo "== $algo, noise seed $seed" >&2
     dist=()
     [[ -n "$DISTRIBUTION" ]] && dist=(--distribution "$DISTRIBUTION")
-    # The summary goes to a temporary file, renamed when the run is complete: a killed run
-    # leaves no half-written JSON for KEEP=1 to take as done.
     # shellcheck disable=SC2086  # flags and EXTRA are word lists
-    if ! "$ULDP" train --config "$CONFIG" --algo "$algo" "${dist[@]}" --noise-seed "$seed" $flags $EXTRA \
-      --metrics "$run.jsonl" --format json > "$run.json.tmp"; then
-      rm -f "$run.json.tmp"
-      exit 2
-    fi
-    mv "$run.json.tmp" "$run.json"
+    train_json "$run" --config "$CONFIG" --algo "$algo" "${dist[@]}" --noise-seed "$seed" $flags $EXTRA
   done
 done
 

@@ -281,6 +281,13 @@ def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric:
     return float(loss), metric_value(metric, outputs.double().cpu().numpy(), y.cpu().numpy())
 
 
+def _data_assumption(data) -> dict[str, str]:
+    """The assumptions' first line: the data and its source, SYNTHETIC said where the source does
+    not say it already."""
+    marked = not data.synthetic or "synthetic" in data.source.lower()
+    return {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+
+
 def _assumptions(
     cfg: TrainConfig,
     data,
@@ -290,8 +297,7 @@ def _assumptions(
     noise_fixed: bool,
     where: dict[str, str] | None = None,
 ) -> dict:
-    marked = not data.synthetic or "synthetic" in data.source.lower()
-    out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+    out = _data_assumption(data)
     if plan is None:
         out["privacy"] = "none: default is non-private FedAVG; epsilon is unbounded (JSON null)"
         out.update({k: v for k, v in (where or {}).items() if k == "engine"})
@@ -328,8 +334,7 @@ def _observed_assumptions(
 ) -> dict:
     """What a run accounted from its rounds (an `observed` algorithm) assumes: its own
     `run_assumptions` say what was released and how it is accounted."""
-    marked = not data.synthetic or "synthetic" in data.source.lower()
-    out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+    out = _data_assumption(data)
     out.update(algorithm.run_assumptions(cfg, data.n_silos))
     out["randomness"] = (
         f"noise, sampling and simulated dropouts from --noise-seed {cfg.noise_seed}: reproducible, "
@@ -560,8 +565,7 @@ def _personal_assumptions(
     record's (user's) epsilon is accounted for, and the final check."""
     from .personal_accounting import describe_run
 
-    marked = not data.synthetic or "synthetic" in data.source.lower()
-    out = {"data": f"{data.name}: {data.source}" + ("" if marked else " (SYNTHETIC)")}
+    out = _data_assumption(data)
     out.update(data.rates_assumptions or {})
     out.update(describe_run(cfg, personal, len(data.y_train), data.n_users))
     out["randomness"] = (

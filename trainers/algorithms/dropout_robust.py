@@ -53,8 +53,11 @@ NOISE_STDS = 12.0
 
 
 def participant_weight(records: int, n_max: int | None) -> float:
-    """w_i = min(n_i / n_max, 1) (Algorithm 2 line 8); 1 for every participant without n_max."""
-    return 1.0 if n_max is None else min(records / n_max, 1.0)
+    """w_i = min(n_i / n_max, 1) (Algorithm 2 line 8, `accountants.dropout.participant_weights`);
+    1 for every participant without n_max (McMahan et al.'s unweighted average)."""
+    from uldp.accountants.dropout import participant_weights
+
+    return 1.0 if n_max is None else float(participant_weights([records], n_max)[0])
 
 
 def share_std(cfg: TrainConfig, weight: float, weight_sum: float) -> float:
@@ -214,15 +217,10 @@ class DropoutRobust(BaseAlgorithm):
                 return skip(refused)
         else:
             total = np.sum([np.asarray(replies[s]["message"], dtype=np.float64) for s in alive], axis=0)
-        lost_weight = 0.0
-        if cfg.calibration:
-            calibrating = sorted(second)
-            lost_weight = alive_weight - float(w[calibrating].sum()) if calibrating else alive_weight
-            if calibrating:
-                total = total + np.sum(
-                    [np.asarray(second[s]["calibration"], dtype=np.float64) for s in calibrating], axis=0
-                )
-        rd = DropoutRound(n, alive_weight, reference, calibration_dropped=max(0.0, lost_weight))
+        lost = [s for s in alive if s not in second] if cfg.calibration else []  # before their line 22
+        for s in sorted(second) if cfg.calibration else []:
+            total = total + np.asarray(second[s]["calibration"], dtype=np.float64)
+        rd = DropoutRound(n, alive_weight, reference, calibration_dropped=float(w[lost].sum()))
         observed = ObservedRound(rd, cfg.calibration, float(w[alive].max()))
         self.observed.append(observed)
         fields.update(
@@ -423,7 +421,9 @@ class DropoutRobust(BaseAlgorithm):
                     else "reading each participant's message M_i = w_i Delta_i + e_i alone (no secure "
                     "aggregation: --secure hides them), the heaviest participant's figure"
                 )
-                + "; rounds that released nothing add nothing; an upper bound after each round"
+                + "; rounds that released nothing add nothing; orders: the 375 default orders, refined "
+                "over real orders while the rounds have at most 4 distinct multipliers (beyond, the "
+                "grid's bound: accountants/dropout_run.py); an upper bound after each round"
             ),
         }
         if cfg.secure:
