@@ -234,6 +234,15 @@ class AlgorithmChoice(click.Choice):
     def choices(self, value: Any) -> None:
         pass  # the registry is the only source of the choices
 
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        from uldp.trainers.algorithms import algorithm_names
+        from uldp.trainers.algorithms.registry import unaccounted_reason
+
+        # A registered algorithm that account / calibrate do not take: say what accounts it.
+        if self.accounted and value in algorithm_names() and value not in self.choices:
+            self.fail(unaccounted_reason(value), param, ctx)
+        return super().convert(value, param, ctx)
+
     def shell_complete(
         self, ctx: click.Context, param: click.Parameter, incomplete: str
     ) -> list[click.shell_completion.CompletionItem]:

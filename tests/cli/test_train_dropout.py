@@ -112,7 +112,12 @@ def test_dropout_options_are_refused_by_other_algorithms(option):
     assert f"{shown} does not apply here: uldp-avg does not use it" in result.output
 
 
-def test_account_points_to_uldp_dropout():
-    run, _ = command_runner("account")
-    result = run("--algo", "dp-fedavg-robust", "--sigma", "1", "--rounds", "10")
+@pytest.mark.parametrize(
+    ("command", "args"),
+    [("account", ("--sigma", "1", "--rounds", "10")), ("calibrate", ("--epsilon", "3", "--rounds", "10"))],
+)
+def test_account_and_calibrate_point_to_uldp_dropout(command, args):
+    run, _ = command_runner(command)
+    result = run("--algo", "dp-fedavg-robust", *args)
     assert result.exit_code == 2
+    assert "accounted from what each round released (its dropouts): use `uldp dropout`" in result.output

@@ -193,6 +193,28 @@ def secure_names() -> tuple[str, ...]:
     return tuple(name for name, spec in _REGISTRY.items() if spec.secure)
 
 
+def unaccounted_reason(algorithm: str) -> str:
+    """Why the registered `algorithm` has no plan of its own for `uldp account` / `uldp calibrate`,
+    and what accounts it instead (`accounted_names` lists those that have one)."""
+    spec = get_algorithm(algorithm)
+    if spec.record_level:
+        return (
+            f"{algorithm} gives every record its own budget and is accounted per record: use "
+            "`uldp personalize` (or the per-tier epsilons `uldp train` prints)"
+        )
+    if spec.observed:
+        return (
+            f"{algorithm} is accounted from what each round released (its dropouts): use "
+            "`uldp dropout` to plan it (or the epsilons `uldp train` prints)"
+        )
+    if not spec.private:
+        return (
+            f"{algorithm} is not private, there is nothing to account; algorithm must be one of "
+            f"{', '.join(accounted_names())}"
+        )
+    return f"{algorithm} is accounted as {spec.accounted_as}: give --algo {spec.accounted_as}"
+
+
 def plan_algorithm(
     algorithm: str,
     *,
@@ -208,22 +230,10 @@ def plan_algorithm(
 ) -> Plan:
     """Compile one ULDP-FL algorithm's hyper-parameters into the mechanism it releases."""
     spec = _REGISTRY.get(algorithm)
-    if spec is not None and spec.record_level:
-        raise InvalidParameter(
-            f"{algorithm} gives every record its own budget and is accounted per record: use "
-            "`uldp personalize` (or the per-tier epsilons `uldp train` prints)"
-        )
-    if spec is not None and spec.observed:
-        raise InvalidParameter(
-            f"{algorithm} is accounted from what each round released (its dropouts): use "
-            "`uldp dropout` to plan it (or the epsilons `uldp train` prints)"
-        )
+    if spec is not None and (spec.record_level or spec.observed or not spec.private):
+        raise InvalidParameter(unaccounted_reason(algorithm))
     if spec is None or not spec.private:
         choices = ", ".join(accounted_names())
-        if spec is not None:
-            raise InvalidParameter(
-                f"{algorithm} is not private, there is nothing to account; algorithm must be one of {choices}"
-            )
         raise InvalidParameter(f"algorithm must be one of {choices}, got {algorithm!r}")
     if rounds < 0:
         raise InvalidParameter(f"rounds must be >= 0, got {rounds}")
