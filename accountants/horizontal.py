@@ -30,7 +30,7 @@ from __future__ import annotations
 import math
 import sys
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from uldp.errors import InvalidParameter
@@ -38,15 +38,36 @@ from uldp.errors import InvalidParameter
 from .account import record_level
 from .calibrate import calibrate, most_rounds
 from .events import Composed, Event, SubsampledGaussian
+from .orders import integer_orders
 from .registry import account_event
 from .subject import subject_sampling_rate
 
 ACCOUNTANTS = ("rdp", "pld")
 
+#: The subject-level algorithms whose release one member's mini-batch makes (§3.1-3.3), by what
+#: a subject holding m items there can move one noised mini-batch sum, in units of C:
+#: HiGradAvgDP averages a subject's clipped gradients (Lemma 3.7): C. UserLDP clips the whole
+#: mini-batch's gradient (Lemma 3.2) and a subject's items can turn it into any other vector of
+#: norm <= C: 2C (the replacement bound; Lemma 3.2 states C, which holds only against an empty
+#: batch). LocalGroupDP and LocalItemDP (DP-SGD) sum per-item clipped gradients: m C.
+MECHANISMS = ("higradavgdp", "userldp", "localgroupdp", "localitemdp")
+
+
+def subject_sensitivity(mechanism: str, items: int) -> float:
+    """A subject's per-mini-batch sensitivity, in units of C, at a member holding `items` of its items."""
+    if mechanism == "higradavgdp":
+        return 1.0
+    if mechanism == "userldp":
+        return 2.0
+    if mechanism in ("localgroupdp", "localitemdp"):
+        return float(items)
+    raise InvalidParameter(f"mechanism must be one of {', '.join(MECHANISMS)}, got {mechanism!r}")
+
 
 @dataclass(frozen=True)
 class FederationRun:
-    """N members, s selected per round, R rounds of T local steps at item rate q, multiplier sigma."""
+    """N members, s selected per round, R rounds of T local steps at item rate q, multiplier sigma,
+    each step the `mechanism` of one of the subject-level algorithms (`MECHANISMS`)."""
 
     members: int
     per_round: int
@@ -54,6 +75,7 @@ class FederationRun:
     local_steps: int
     q: float
     sigma: float
+    mechanism: str = "higradavgdp"
 
     def __post_init__(self) -> None:
         if self.members < 1 or self.local_steps < 1 or self.rounds < 0:
@@ -66,33 +88,171 @@ class FederationRun:
             raise InvalidParameter(f"q must be in (0, 1], got {self.q}")
         if not self.sigma > 0:
             raise InvalidParameter(f"sigma must be > 0, got {self.sigma}")
+        subject_sensitivity(self.mechanism, 1)  # a known mechanism
 
     def with_rounds(self, rounds: int) -> FederationRun:
-        return FederationRun(self.members, self.per_round, rounds, self.local_steps, self.q, self.sigma)
+        return replace(self, rounds=rounds)
 
 
-Composition = tuple[tuple[float, int], ...]  # (sampling rate, steps) pairs, composed sequentially
+#: (sampling rate, steps) pairs, or (sampling rate, steps, sensitivity in units of C) where the
+#: sensitivity is not 1, composed sequentially.
+Composition = tuple[tuple[float, ...], ...]
 
 
 def local_composition(run: FederationRun, holding: Sequence[int]) -> Composition:
     """One member: the one holding most of the subject's items, over all R x T steps."""
     _check_holding(run, holding)
-    return ((subject_sampling_rate(run.q, max(holding)), run.rounds * run.local_steps),)
+    return (_part(run, max(holding), run.rounds * run.local_steps),)
 
 
 def federation_composition(run: FederationRun, holding: Sequence[int]) -> Composition:
     """Worst case over member selection: each round the min(s, k) holders with most items take part."""
     _check_holding(run, holding)
     top = sorted(holding, reverse=True)[: min(run.per_round, len(holding))]
-    counts = Counter(subject_sampling_rate(run.q, m) for m in top)
-    return tuple((rate, n * run.rounds * run.local_steps) for rate, n in sorted(counts.items(), reverse=True))
+    counts = Counter(top)
+    return tuple(
+        _part(run, m, n * run.rounds * run.local_steps) for m, n in sorted(counts.items(), reverse=True)
+    )
+
+
+def _part(run: FederationRun, items: int, steps: int) -> tuple[float, ...]:
+    """`steps` mini-batches of a member holding `items` of the subject's items: drawn at
+    1 - (1 - q)^m (Poisson sampling), moving the noised sum by the mechanism's sensitivity."""
+    rate = subject_sampling_rate(run.q, items)
+    sensitivity = subject_sensitivity(run.mechanism, items)
+    return (rate, steps) if sensitivity == 1 else (rate, steps, sensitivity)
 
 
 def composition_event(composition: Composition, sigma: float) -> Composed | None:
-    """The release of a composition: one sub-sampled Gaussian per (rate, steps) part with steps;
-    None when no part takes a step (nothing is released)."""
-    parts = tuple(SubsampledGaussian(sigma, rate, steps) for rate, steps in composition if steps > 0)
+    """The release of a composition: one sub-sampled Gaussian per (rate, steps[, sensitivity])
+    part with steps, its multiplier sigma / sensitivity; None when no part takes a step.
+
+    A sensitivity s > 1 is the mixture argument of the Poisson-subsampled Gaussian (Mironov et
+    al. 2019) with mean shifts of norm <= s C: whichever of the subject's items are drawn, the
+    sum moves by at most s C, and joint quasi-convexity of the Renyi divergence over those
+    mixtures leaves one sub-sampled Gaussian of multiplier sigma / s.
+    """
+    parts = tuple(
+        SubsampledGaussian(sigma / (part[2] if len(part) > 2 else 1.0), part[0], int(part[1]))
+        for part in composition
+        if part[1] > 0
+    )
     return Composed(parts) if parts else None
+
+
+def user_ldp_epsilon(
+    run: FederationRun,
+    delta: float,
+    *,
+    accountant: str = "rdp",
+    conversion: str = "improved",
+    orders="default",
+) -> float:
+    """UserLDP's user-level local DP (Theorem 3.3, Definition 3.1): a member's whole data set
+    replaced by another's, R x T Gaussian steps (no sub-sampling amplification: every mini-batch
+    is the member's) of multiplier sigma / 2 (two clipped batch gradients differ by <= 2C).
+    Theorem 3.1: it implies subject-level DP at that member for any subject."""
+    if run.mechanism != "userldp":
+        raise InvalidParameter(f"user-level LDP is UserLDP's guarantee, not {run.mechanism}'s")
+    return composed_epsilon(
+        ((1.0, run.rounds * run.local_steps, 2.0),),
+        run.sigma,
+        delta,
+        accountant=accountant,
+        conversion=conversion,
+        orders=orders,
+    )
+
+
+def maximal_holdings(holdings: Mapping[str, Sequence[int]], per_round: int) -> dict[str, tuple[int, ...]]:
+    """The holdings no other holding dominates, one subject named for each.
+
+    Every mechanism's epsilon grows with each holder's items (a higher rate 1 - (1 - q)^m, a
+    sensitivity that does not fall), so a subject whose s busiest holders hold, one by one, no
+    more than another subject's spends no more, locally or federation-wide: the worst subject
+    is among these. The local guarantee reads the busiest holder only, which the dominance
+    keeps too (the largest count's holding is never dominated strictly).
+    """
+    keyed: dict[tuple[int, ...], str] = {}
+    for name, holding in holdings.items():
+        key = tuple(sorted(holding, reverse=True))[:per_round]
+        keyed.setdefault(key, name)
+    keys = sorted(keyed, key=lambda k: (-sum(k), k))
+    kept: list[tuple[int, ...]] = []
+    for key in keys:
+        if not any(_dominates(other, key) for other in kept):
+            kept.append(key)
+    return {keyed[key]: key for key in kept}
+
+
+def _dominates(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """a's i-th largest count >= b's for every i (missing counts are 0)."""
+    return len(a) >= len(b) and all(x >= y for x, y in zip(a, b))
+
+
+@dataclass(frozen=True)
+class HeldGuarantee:
+    """The worst subject's guarantees over the holdings actually held."""
+
+    local_epsilon: float  # the largest local (per member) epsilon
+    local_subject: str
+    federation_epsilon: float  # the largest federation-wide epsilon
+    federation_subject: str
+
+
+def worst_held(
+    run: FederationRun, holdings: Mapping[str, Sequence[int]], delta: float, **accounting
+) -> HeldGuarantee:
+    """The largest local and federation-wide epsilon over the subjects of `holdings` (only the
+    maximal holdings are accounted: `maximal_holdings`); what `uldp train` prints each round and
+    what `uldp subject --holdings` prints for the same run."""
+    if not holdings:
+        raise InvalidParameter("no subject to account")
+    maximal = maximal_holdings(holdings, run.per_round)
+    local_name = max(maximal, key=lambda name: maximal[name][0])
+    local = composed_epsilon(local_composition(run, maximal[local_name]), run.sigma, delta, **accounting)
+    compositions = {name: federation_composition(run, h) for name, h in maximal.items()}
+    fed_name, fed = _largest(compositions, run.sigma, delta, accounting, lambda name: len(maximal[name]))
+    return HeldGuarantee(local, local_name, fed, fed_name)
+
+
+def _largest(
+    compositions: dict[str, Composition],
+    sigma: float,
+    delta: float,
+    accounting: dict,
+    tie: Callable[[str], int],
+) -> tuple[str, float]:
+    """The composition with the largest epsilon, and that epsilon, exactly as `composed_epsilon`
+    gives it, with few exact evaluations: with the RDP accountant and its default orders each is
+    first bounded at the default set's integer orders (`orders.integer_orders`: a subset, so an
+    upper bound, and fast), then evaluated exactly from the largest bound down until the next
+    bound falls below the largest exact epsilon found."""
+    if (
+        len(compositions) == 1
+        or accounting.get("accountant", "rdp") != "rdp"
+        or accounting.get("orders", "default") != "default"
+    ):
+        exact = {name: composed_epsilon(c, sigma, delta, **accounting) for name, c in compositions.items()}
+        name = max(exact, key=lambda n: (exact[n], tie(n)))
+        return name, exact[name]
+    subset = {**accounting, "orders": integer_orders()}  # a subset of the orders: an upper bound
+    bounds = {name: _grid_epsilon(c, sigma, delta, subset) for name, c in compositions.items()}
+    best_name, best = "", -1.0
+    for name in sorted(bounds, key=lambda n: (-bounds[n], -tie(n))):
+        if bounds[name] < best:
+            break
+        value = composed_epsilon(compositions[name], sigma, delta, **accounting)
+        if value > best or (value == best and tie(name) > tie(best_name)):
+            best_name, best = name, value
+    return best_name, best
+
+
+def _grid_epsilon(composition: Composition, sigma: float, delta: float, accounting: dict) -> float:
+    event = composition_event(composition, sigma)
+    if event is None:
+        return 0.0
+    return account_event(event, delta, **accounting).epsilon
 
 
 def composed_epsilon(
@@ -103,6 +263,7 @@ def composed_epsilon(
     accountant: str = "rdp",
     conversion: str = "improved",
     orders="default",
+    real_orders: bool = True,
 ) -> float:
     """Epsilon of the sequential composition of Poisson-subsampled Gaussians (rate, steps).
 
@@ -113,7 +274,8 @@ def composed_epsilon(
     event = composition_event(composition, sigma)
     if event is None:
         return 0.0
-    return account_event(event, delta, accountant, conversion=conversion, orders=orders).epsilon
+    options = {} if real_orders else {"real_orders": False}  # grid orders only: a looser bound, faster
+    return account_event(event, delta, accountant, conversion=conversion, orders=orders, **options).epsilon
 
 
 @dataclass(frozen=True)

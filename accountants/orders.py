@@ -148,3 +148,16 @@ def resolve_orders(spec: OrdersSpec) -> np.ndarray:
 def orders_label(spec: OrdersSpec) -> str:
     """A short human label for an order set, for the assumptions block."""
     return Orders.parse(spec).label
+
+
+def integer_orders() -> str:
+    """The default set's integer orders up to FIRST_STAGE_MAX_ORDER, as an explicit list.
+
+    A subset of the default orders, so the epsilon it gives bounds the default one from above:
+    what a search or a pruning step may use when it needs a valid bound fast (RDP at an integer
+    order is a closed sum; at a fractional one, a slow series per order and sampling rate).
+    """
+    whole = DEFAULT_ORDERS[
+        (DEFAULT_ORDERS == np.round(DEFAULT_ORDERS)) & (DEFAULT_ORDERS <= FIRST_STAGE_MAX_ORDER)
+    ]
+    return ",".join(str(int(a)) for a in whole)

@@ -445,13 +445,22 @@ def run(
     state = _load_checkpoint(checkpoint, cfg, data, device) if resume else None
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
+    spec = get_algorithm(cfg.algo)
+    if spec.subject_level and cfg.item_q is None:  # before the silos get the settings
+        from .subject_accounting import item_rate
+
+        cfg = dataclasses.replace(cfg, item_q=item_rate(data, cfg.batch_size))
     algorithm, counts = silos.prepare(cfg, task, noise_fixed)
     algorithm.bind_silos(silos)
-    spec = get_algorithm(cfg.algo)
     ctx = Context(
         model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts, data.user_q
     )
     personal = personal_accounting(cfg, data)
+    subject = None
+    if spec.subject_level:
+        from .subject_accounting import SubjectAccounting
+
+        subject = SubjectAccounting(cfg, data)
     x_test = torch.as_tensor(data.x_test, dtype=torch.float32, device=device)
     y_test = torch.as_tensor(
         data.y_test, dtype=torch.float32 if task == "survival" else torch.long, device=device
@@ -486,6 +495,9 @@ def run(
         if personal is not None:
             tiers = personal.row(t)
             epsilon, server_epsilon = personal.headline(tiers)
+        elif subject is not None:  # per subject, over the data's holdings (Marathe & Kanani)
+            tiers = subject.row(t)
+            epsilon, server_epsilon = tiers.pop("epsilon"), None
         elif spec.observed:  # accounted from what the rounds released (dp-fedavg-robust)
             epsilon, server_epsilon = algorithm.spent(cfg)
         else:
@@ -531,6 +543,9 @@ def run(
         assumptions = _personal_assumptions(
             cfg, data, personal, algorithm, noise_fixed, silos.assumptions(cfg)
         )
+    elif subject is not None:
+        summary.update(_subject_summary(cfg, subject, len(history)))
+        assumptions = _subject_assumptions(cfg, data, subject, algorithm, noise_fixed, silos.assumptions(cfg))
     elif spec.observed:
         assumptions = _observed_assumptions(cfg, data, algorithm, noise_fixed, silos.assumptions(cfg))
     else:
@@ -551,6 +566,86 @@ def personal_accounting(cfg: TrainConfig, data) -> PersonalAccounting | None:
     if data.user_q is not None and not spec.user_budgets:
         raise InvalidParameter(f"--user-budgets applies to {', '.join(user_budget_names())}, not {cfg.algo}")
     return accounting(cfg, data, spec.private)
+
+
+def _subject_summary(cfg: TrainConfig, subject, rounds: int) -> dict:
+    """The subject-level run's setting and the subjects its figures are for."""
+    out: dict[str, object] = {
+        "level": "subject",
+        "item_q": cfg.item_q,
+        "local_steps": cfg.local_steps,
+        "epsilon_target": cfg.target_epsilon,
+        "subjects": len(subject.holdings),
+    }
+    if cfg.algo == "localgroupdp":
+        out["group_size"] = cfg.group_k
+        out["group_budget"] = cfg.group_budget
+    if rounds:
+        out.update(subject.worst(rounds))
+    return out
+
+
+def _subject_assumptions(
+    cfg: TrainConfig, data, subject, algorithm: Algorithm, noise_fixed: bool, where: dict[str, str] | None
+) -> dict:
+    """What a subject-level run's figures rest on (`accountants.horizontal`, as `uldp subject`)."""
+    from .subject_accounting import ACCOUNTING
+
+    out = _data_assumption(data)
+    run = subject.run
+    out["subjects"] = (
+        f"the data's users are the subjects, its silos the members: {len(subject.holdings)} subjects "
+        f"over {run.members} members"
+    )
+    out["neighbouring"] = "every item of one subject added or removed, wherever held (Definition 2.3)"
+    out.update(algorithm.run_assumptions(cfg, data.n_silos))
+    out["noise"] = (
+        f"sigma = {cfg.sigma:.6g}"
+        + (
+            ""
+            if cfg.target_epsilon is None
+            else f", the smallest meeting --epsilon {cfg.target_epsilon:g} after {cfg.rounds} rounds"
+        )
+        + (
+            f"; LocalGroupDP: sigma_Z of Corollary 3.5 for Z = {cfg.group_k} items and the per-member "
+            f"budget E = {cfg.group_budget:.6g} at Delta = {cfg.delta:g} (at least that sigma)"
+            if cfg.algo == "localgroupdp" and cfg.group_budget is not None
+            else ""
+        )
+    )
+    out["epsilon (member)"] = (
+        "per member, locally enforced (Theorem 3.8 / 3.3 / 3.6): the worst subject's items at its "
+        "busiest member, every other member's data fixed; a Definition 2.3 bound only for a subject "
+        "held by one member"
+    )
+    out["epsilon (federation)"] = (
+        "horizontal composition (Theorem 3.9), worst case: every member takes part every round and "
+        "the worst subject's holders compose sequentially (RDP curves added), over the holdings the "
+        "training data has"
+    )
+    if cfg.algo == "localitemdp":
+        out["epsilon"] = (
+            "LocalItemDP's headline is item level (one item added or removed): its own guarantee, "
+            "not a subject-level one; the subject-level columns bound a subject with m items at a "
+            "member as a sensitivity of m C"
+        )
+    out["accounting"] = (
+        f"RDP ({ACCOUNTING['orders']} orders), {ACCOUNTING['conversion']} conversion, delta = "
+        f"{cfg.delta:g}; every epsilon an upper bound after each round"
+    )
+    out["randomness"] = (
+        f"noise and item sampling from --noise-seed {cfg.noise_seed}: reproducible, and NOT private "
+        "against anyone who knows the seed (experiments only)"
+        if noise_fixed
+        else "noise and item sampling from 128 fresh bits of OS entropy (secrets); data allocation "
+        f"and the initial model from --seed {cfg.seed}"
+    )
+    out.update(where or {})
+    out["check"] = (
+        f"`{subject.check_command()}` prints the final figures (HOLDINGS.csv: one (subject, member) "
+        "row per training item)"
+    )
+    return out
 
 
 def _personal_assumptions(

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from uldp.accountants.account import record_level
 from uldp.accountants.horizontal import (
+    MECHANISMS,
     FederationRun,
     account_subjects,
     composed_epsilon,
@@ -18,6 +19,9 @@ from uldp.accountants.horizontal import (
     max_rounds,
     rule_of_thumb,
     subject_guarantee,
+    subject_sensitivity,
+    user_ldp_epsilon,
+    worst_held,
 )
 from uldp.accountants.mechanism import SubsampledGaussian
 from uldp.accountants.subject import allocate_items, holdings_from_pairs, read_holdings, subject_sampling_rate
@@ -272,3 +276,121 @@ def test_group_noise_with_a_large_budget_is_computed_in_logs():
     assert 0 < g.item_delta and g.achieved_epsilon <= g.item_epsilon
     with pytest.raises(ValueError, match="--epsilon 2000 with --k 2"):
         group_noise(2, 2000.0, DELTA, 0.01, 100)  # the item delta underflows a float
+
+
+# --- the other subject-level algorithms (`FederationRun.mechanism`) ---
+
+#: A subject's per-mini-batch sensitivity in units of C at a member holding m of its items,
+#: written down here apart from the library: HiGradAvgDP averages the subject's clipped
+#: gradients (C), UserLDP clips the whole batch gradient (two such differ by up to 2C),
+#: LocalGroupDP and LocalItemDP sum per-item clipped gradients (m C).
+SENSITIVITY = {
+    "higradavgdp": lambda m: 1.0,
+    "userldp": lambda m: 2.0,
+    "localgroupdp": lambda m: float(m),
+    "localitemdp": lambda m: float(m),
+}
+ORDERS = ",".join(map(str, INTEGER_ORDERS))
+
+
+def _reference(parts, delta=DELTA):
+    """dp-accounting's RDP epsilon of (rate, multiplier, steps) parts composed."""
+    ref = dp_accounting.rdp.RdpAccountant(orders=INTEGER_ORDERS)
+    ref.compose(
+        dp_accounting.ComposedDpEvent(
+            [
+                dp_accounting.SelfComposedDpEvent(
+                    dp_accounting.PoissonSampledDpEvent(rate, dp_accounting.GaussianDpEvent(multiplier)),
+                    steps,
+                )
+                for rate, multiplier, steps in parts
+            ]
+        )
+    )
+    return ref.get_epsilon(delta)
+
+
+def test_every_mechanism_is_named_with_its_sensitivity():
+    assert set(MECHANISMS) == set(SENSITIVITY)
+    for mechanism, sensitivity in SENSITIVITY.items():
+        assert [subject_sensitivity(mechanism, m) for m in (1, 2, 5)] == [sensitivity(m) for m in (1, 2, 5)]
+    with pytest.raises(ValueError, match="mechanism must be one of"):
+        FederationRun(4, 2, 10, 1, 0.1, 1.0, "dpsgd")
+
+
+@pytest.mark.parametrize("mechanism", MECHANISMS)
+def test_each_mechanisms_composition_matches_dp_accounting(mechanism):
+    holding = [3, 2, 2, 1]
+    run = FederationRun(16, 3, 50, 10, 0.01, 1.2, mechanism)
+    sens = SENSITIVITY[mechanism]
+    steps = run.rounds * run.local_steps
+    # one member: the busiest holder (3 items); the federation: the 3 busiest each round
+    local = _reference([(1 - 0.99**3, 1.2 / sens(3), steps)])
+    federation = _reference([(1 - 0.99**m, 1.2 / sens(m), steps) for m in (3, 2, 2)])
+    ours_local = composed_epsilon(local_composition(run, holding), run.sigma, DELTA, orders=ORDERS)
+    ours_fed = composed_epsilon(federation_composition(run, holding), run.sigma, DELTA, orders=ORDERS)
+    assert ours_local == pytest.approx(local, rel=1e-9)
+    assert ours_fed == pytest.approx(federation, rel=1e-9)
+    g = subject_guarantee(run, holding, DELTA, orders=ORDERS)
+    assert (g.local_epsilon, g.federation_epsilon) == (ours_local, ours_fed)
+
+
+@pytest.mark.parametrize("rounds, steps, sigma", [(50, 10, 1.2), (3, 1, 0.8), (200, 5, 4.0)])
+def test_user_ldp_is_the_unsampled_gaussian_at_half_the_multiplier(rounds, steps, sigma):
+    run = FederationRun(16, 4, rounds, steps, 0.01, sigma, "userldp")
+    ref = dp_accounting.rdp.RdpAccountant(orders=INTEGER_ORDERS)
+    ref.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(sigma / 2), rounds * steps))
+    assert user_ldp_epsilon(run, DELTA, orders=ORDERS) == pytest.approx(ref.get_epsilon(DELTA), rel=1e-9)
+    # no sampling amplification: never below the subject's local guarantee at any holding
+    assert user_ldp_epsilon(run, DELTA) >= subject_guarantee(run, [5], DELTA).local_epsilon
+    with pytest.raises(ValueError, match="UserLDP"):
+        user_ldp_epsilon(replace(run, mechanism="higradavgdp"), DELTA)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from("abcdefg"),
+        st.lists(st.integers(1, 4), min_size=1, max_size=5),
+        min_size=1,
+        max_size=5,
+    ),
+    st.integers(1, 5),
+    st.integers(1, 60),
+    st.sampled_from(MECHANISMS),
+    st.sampled_from([{"orders": ORDERS}, {}, {"accountant": "pld"}]),
+)
+def test_worst_held_is_the_largest_over_every_subject(holdings, s, rounds, mechanism, accounting):
+    """Brute force over every subject, whatever `worst_held` prunes (dominated holdings; with the
+    default RDP orders, holdings whose grid-order bound is below the largest exact epsilon)."""
+    run = FederationRun(5, s, rounds, 3, 0.02, 1.5, mechanism)
+    worst = worst_held(run, holdings, DELTA, **accounting)
+    every = {name: subject_guarantee(run, h, DELTA, **accounting) for name, h in holdings.items()}
+    assert worst.local_epsilon == max(g.local_epsilon for g in every.values())
+    assert worst.federation_epsilon == max(g.federation_epsilon for g in every.values())
+    # the subjects named have those epsilons
+    assert every[worst.local_subject].local_epsilon == worst.local_epsilon
+    assert every[worst.federation_subject].federation_epsilon == worst.federation_epsilon
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    st.lists(st.integers(1, 5), min_size=1, max_size=6),
+    st.integers(1, 6),
+    st.integers(1, 100),
+    st.integers(0, 3),
+)
+def test_higradavgdp_spends_least(holding, s, rounds, extra):
+    run = FederationRun(6, s, rounds, 3, 0.02, 1.5)
+    eps = {m: subject_guarantee(replace(run, mechanism=m), holding, DELTA) for m in MECHANISMS}
+    for m in MECHANISMS:  # C is the least sensitivity of all
+        assert eps["higradavgdp"].local_epsilon <= eps[m].local_epsilon
+        assert eps["higradavgdp"].federation_epsilon <= eps[m].federation_epsilon
+    assert eps["localgroupdp"] == eps["localitemdp"]  # the same DP-SGD mechanism at the same sigma
+    # with two items or more at every holder, per-item clipping's m C is at least UserLDP's 2C
+    deep = [m + 1 + extra for m in holding]
+    at = {m: subject_guarantee(replace(run, mechanism=m), deep, DELTA) for m in MECHANISMS}
+    for kind in ("local_epsilon", "federation_epsilon"):
+        order = [getattr(at[m], kind) for m in ("higradavgdp", "userldp", "localitemdp")]
+        assert order == sorted(order)
+        assert order[0] < order[1]  # sensitivity C against 2C: strictly less

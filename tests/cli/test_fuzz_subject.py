@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from .fuzz import HOSTILE_VALUES, assert_contract, run
 from .fuzz_options import check_every_value, command_named, numeric_options
 
 COMMAND = command_named("subject")
@@ -37,3 +38,24 @@ BASES = {
 @pytest.mark.parametrize("option", numeric_options(COMMAND))
 def test_every_value_of_every_numeric_option_keeps_the_contract(option: str) -> None:
     check_every_value(COMMAND, BASES, option)
+
+
+#: The options whose accounting --algo changes, fuzzed again under the two mechanisms that
+#: differ most from HiGradAvgDP's: UserLDP (2C, and its unsampled user-level LDP row) and
+#: LocalItemDP (m C: sigma / m can fall far below --sigma's own range).
+ALGO_OPTIONS = ("--rounds", "--local-steps", "--record-q", "--sigma", "--items-per-member", "--subject-items")
+
+
+@pytest.mark.parametrize("algo", ["userldp", "localitemdp"])
+@pytest.mark.parametrize("option", ALGO_OPTIONS)
+def test_every_value_keeps_the_contract_under_each_algo(option: str, algo: str) -> None:
+    check_every_value(COMMAND, {o: [*base, "--algo", algo] for o, base in BASES.items()}, option)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_hostile_algo_names_are_one_error_line(accountant: str) -> None:
+    for value in (*HOSTILE_VALUES, "HiGradAvgDP", "dp-sgd"):
+        args = [*BASE, "--accountant", accountant, "--algo", value]
+        result = run(*args)
+        assert_contract(result, args)
+        assert result.exit_code == 2, args

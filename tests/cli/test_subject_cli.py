@@ -4,7 +4,14 @@ from pathlib import Path
 
 import pytest
 
-from uldp.accountants.horizontal import FederationRun, group_noise, max_rounds, subject_guarantee
+from uldp.accountants.horizontal import (
+    MECHANISMS,
+    FederationRun,
+    group_noise,
+    max_rounds,
+    subject_guarantee,
+    user_ldp_epsilon,
+)
 
 from .invoke import command_runner
 
@@ -192,3 +199,73 @@ def test_local_guarantee_and_default_are_worded_as_they_are():
     assert "every member holds the subject, one item each" in holdings and "(worst case" not in holdings
     help_text = " ".join(run("--help").output.split())
     assert "default N: every member, one item each" in help_text and "the worst case" not in help_text
+
+
+def test_user_ldp_prints_its_ldp_row_and_json_keys():
+    doc = run_json(*BASE, "--algo", "userldp", "--subject-items", "32")
+    run_ = FederationRun(16, 4, 50, 10, 0.01, 1.0, "userldp")
+    expected = subject_guarantee(run_, [2] * 16, 1e-5)
+    assert doc["algo"] == "userldp" and doc["holding"] == [2] * 16
+    assert doc["local_epsilon"] == pytest.approx(expected.local_epsilon, rel=1e-12)
+    assert doc["federation_epsilon"] == pytest.approx(expected.federation_epsilon, rel=1e-12)
+    assert doc["user_ldp_epsilon"] == pytest.approx(user_ldp_epsilon(run_, 1e-5), rel=1e-12)
+    ldp = [row for row in doc["results"] if row["guarantee"] == "user-level LDP (per member)"]
+    assert len(ldp) == 1 and ldp[0]["epsilon"] == doc["user_ldp_epsilon"] and ldp[0]["rounds"] == 50
+    assert "no sampling amplification" in ldp[0]["note"]
+    assumptions = doc["assumptions"]
+    assert assumptions["algorithm"].startswith("UserLDP")
+    assert "2C" in assumptions["local mechanism"] and "Lemma 3.2" in assumptions["local mechanism"]
+    assert "Theorem 3.3" in assumptions["user-level LDP"]
+    table = run(*BASE, "--algo", "userldp")
+    assert table.exit_code == 0 and "user-level" in table.output
+    assert "moves by up to 2 C" in " ".join(table.output.split())
+    rows = run(*BASE, "--algo", "userldp", "--format", "csv").output.splitlines()
+    assert rows[2].startswith("user-level LDP (per member),50,1,")
+    assert rows[2].endswith(",whole member data set replaced; no sampling amplification")
+
+
+def test_default_algo_is_higradavgdp_without_ldp():
+    doc = run_json(*BASE)
+    assert doc["algo"] == "higradavgdp" and doc["user_ldp_epsilon"] is None
+    assert "algorithm" not in doc["assumptions"] and "user-level LDP" not in doc["assumptions"]
+    assert doc["assumptions"]["local mechanism"].startswith("HiGradAvgDP")
+    assert all("LDP" not in row["guarantee"] for row in doc["results"])
+    assert run_json(*BASE, "--algo", "higradavgdp") == doc
+
+
+@pytest.mark.parametrize("algo", MECHANISMS)
+def test_every_row_accounts_the_chosen_mechanism(tmp_path, algo):
+    path = tmp_path / "h.csv"
+    path.write_text("subject,member\nalice,m1\nalice,m2\nalice,m2\nbob,m3\nbob,m3\nbob,m3\n")
+    doc = run_json(*BASE, "--algo", algo, "--holdings", str(path), "--epsilon", "30")
+    run_ = FederationRun(16, 4, 50, 10, 0.01, 1.0, algo)
+    for entry in doc["subjects"]:
+        holding = {"alice": [2, 1], "bob": [3]}[entry["subject"]]
+        g = subject_guarantee(run_, holding, 1e-5)
+        assert (
+            entry["local_epsilon"] == g.local_epsilon and entry["federation_epsilon"] == g.federation_epsilon
+        )
+    worst = max(doc["subjects"], key=lambda e: e["federation_epsilon"])
+    assert doc["federation_epsilon"] == worst["federation_epsilon"]
+    limits = doc["max_rounds"]
+    assert limits["local"] == min(max_rounds(run_, h, 30.0, 1e-5, federation=False) for h in ([2, 1], [3]))
+    assert limits["federation"] == min(max_rounds(run_, h, 30.0, 1e-5) for h in ([2, 1], [3]))
+    assert doc["algo"] == algo and (doc["user_ldp_epsilon"] is None) == (algo != "userldp")
+    if algo != "higradavgdp":
+        assert doc["assumptions"]["algorithm"].lower().startswith(algo)
+    mechanism = doc["assumptions"]["local mechanism"]
+    assert ("m C" in mechanism) == (algo in ("localgroupdp", "localitemdp"))
+
+
+def test_k_goes_with_any_algo():
+    doc = run_json(*BASE, "--algo", "localitemdp", "--epsilon", "4", "--k", "2")
+    assert doc["group_noise"][0]["sigma"] == group_noise(2, 4.0, 1e-5, 0.01, 500).sigma
+
+
+@pytest.mark.parametrize("value", ["dpsgd", "HiGradAvg", ""])
+def test_bad_algo_is_one_line_exit_2(value):
+    result = run(*BASE, "--algo", value)
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines[-1].startswith("Error: Invalid value for '--algo'") and "Traceback" not in result.output
+    assert len(lines) == 1 or lines[-2].startswith("Try")

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from uldp.errors import DataError
 from uldp.trainers.data import (
     DATASETS,
     FederatedData,
@@ -170,6 +171,53 @@ def test_statistics_show_zipf_skew_over_uniform():
     assert heart["main_silo_share"] == pytest.approx(0.8, abs=0.05)
 
 
+FREE_SILOS = [name for name in DATASETS if name != "heart-disease"]
+
+
+@pytest.mark.parametrize("name", FREE_SILOS)
+def test_power_allocation_loads_the_free_silo_datasets(name):
+    data = load_dataset(name, users=50, allocation="power", alpha=4, seed=1)
+    check_consistent(data)
+    assert data.n_users == 50 and data.n_silos == {"mnist": 5, "gbsg2": 6, "creditcard": 5}[name]
+    assert data.allocation["method"] == "power" and data.allocation["alpha"] == 4.0
+    assert data.allocation["silos"] == "allocated" and data.allocation["seed"] == 1
+    again = load_dataset(name, users=50, allocation="power", alpha=4, seed=1)
+    for field in ("x_train", "y_train", "user_train", "silo_train", "x_test", "silo_test"):
+        assert np.array_equal(getattr(data, field), getattr(again, field))
+    # the allocation record (which checkpoints are keyed on) tells alphas and methods apart
+    other = load_dataset(name, users=50, allocation="power", alpha=8, seed=1)
+    uniform = load_dataset(name, users=50, seed=1)
+    keys = {repr(sorted(d.allocation.items())) for d in (data, other, uniform)}
+    assert len(keys) == 3
+    assert "alpha" not in uniform.allocation
+
+
+def test_statistics_show_power_concentrating_users_on_fewer_silos():
+    shares = [
+        allocation_statistics(load_dataset("creditcard", users=100, allocation="power", alpha=a, seed=0))
+        for a in (1.0, 4.0, 16.0)
+    ]
+    uniform = allocation_statistics(load_dataset("creditcard", users=100, seed=0))
+    assert shares[0]["main_silo_share"] == pytest.approx(uniform["main_silo_share"], abs=0.03)
+    assert shares[0]["main_silo_share"] + 0.2 < shares[1]["main_silo_share"] < shares[2]["main_silo_share"]
+    # 1 - (4/5)^16 = 0.97 of a user's records in its last-ranked silo, in expectation
+    assert shares[2]["main_silo_share"] == pytest.approx(1 - 0.8**16, abs=0.02)
+    # records per user are dealt out evenly, as uniform deals them (before the per-silo split)
+    assert all(s["users_with_records"] == 100 for s in shares)
+    assert all(s["records_per_user_max"] < 1.2 * uniform["records_per_user_max"] for s in shares)
+
+
+def test_power_on_heart_disease_names_its_fixed_silos():
+    message = one_line_error(load_dataset, "heart-disease", users=10, allocation="power", alpha=2.0)
+    assert message == (
+        "--allocation power is not available for heart-disease, whose silos are fixed by the data "
+        "(power draws the silo of each record); use uniform or zipf"
+    )
+    assert one_line_error(load_dataset, "mnist", users=10, alpha=2.0) == (
+        "--alpha applies to --allocation power (got --allocation uniform)"
+    )
+
+
 def write_table(path, rows=400, seed=0):
     generator = np.random.default_rng(seed)
     frame = pd.DataFrame(
@@ -256,6 +304,13 @@ def one_line_error(call, *args, **kwargs) -> str:
         ({"name": "heart-disease", "users": 10, "silos": 5}, "--silos"),
         ({"name": "mnist", "users": 10, "path": "x.csv"}, "--path"),
         ({"name": "creditcard", "users": 10, "path": "/nonexistent/creditcard.csv"}, "--path"),
+        ({"name": "mnist", "users": 10, "allocation": "power"}, "--alpha"),
+        ({"name": "mnist", "users": 10, "alpha": 2.0}, "--alpha"),
+        ({"name": "gbsg2", "users": 10, "allocation": "zipf", "alpha": 2.0}, "--alpha"),
+        ({"name": "mnist", "users": 10, "allocation": "power", "alpha": 0.0}, "--alpha"),
+        ({"name": "mnist", "users": 10, "allocation": "power", "alpha": 5e-4}, "--alpha"),
+        ({"name": "mnist", "users": 10, "allocation": "power", "alpha": 2e3}, "--alpha"),
+        ({"name": "heart-disease", "users": 10, "allocation": "power", "alpha": 2.0}, "--allocation"),
     ],
 )
 def test_bad_dataset_options_get_one_line_naming_the_option(kwargs, option):
@@ -362,3 +417,40 @@ def test_table_with_a_byte_order_mark_keeps_its_first_column(tmp_path):
     path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
     data = load_table(str(path), user_column="patient", label_column="outcome")
     assert data.n_users == len(set(pd.read_csv(path, encoding="utf-8-sig")["patient"]))
+
+
+def test_table_with_a_record_missing_its_user_is_refused_naming_the_row(tmp_path):
+    path = tmp_path / "clinic.csv"
+    frame = write_table(path)
+    frame["patient"] = frame["patient"].astype("Int64")
+    frame.loc[[16, 40, 41], "patient"] = pd.NA  # data rows 17, 41 and 42 (the header is not a row)
+    frame.to_csv(path, index=False)
+    message = one_line_error(load_table, str(path), user_column="patient", label_column="outcome")
+    assert message == (
+        "--user-column patient: row 17 has no id (every record needs its subject/user); 3 rows have none"
+    )
+    with pytest.raises(DataError):
+        load_table(str(path), user_column="patient", label_column="outcome")
+
+
+def test_table_missing_one_user_id_gets_the_short_message(tmp_path):
+    path = tmp_path / "visits.csv"
+    path.write_text("patient id,y,f\na,0,1\nb,1,2\n,0,3\nc,1,4\n")
+    assert one_line_error(load_table, str(path), user_column="patient id", label_column="y") == (
+        "--user-column patient id: row 3 has no id (every record needs its subject/user)"
+    )
+
+
+def test_table_with_a_blank_text_user_id_or_a_parquet_null_is_refused(tmp_path):
+    blank = tmp_path / "blank.csv"
+    blank.write_text("u,y,f\nann,0,1\nbob,1,2\n  ,0,3\n")
+    assert one_line_error(load_table, str(blank), user_column="u", label_column="y").startswith(
+        "--user-column u: row 3 has no id"
+    )
+    nulls = tmp_path / "nulls.parquet"
+    pd.DataFrame({"u": ["ann", None, "bob", "cy"], "y": [0, 1, 0, 1], "f": [1.0, 2.0, 3.0, 4.0]}).to_parquet(
+        nulls
+    )
+    assert one_line_error(load_table, str(nulls), user_column="u", label_column="y").startswith(
+        "--user-column u: row 2 has no id"
+    )

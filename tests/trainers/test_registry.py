@@ -34,6 +34,10 @@ def test_built_in_algorithms_in_their_order():
         "rpdp",
         "unidp",
         "dp-fedavg-robust",
+        "userldp",
+        "localgroupdp",
+        "higradavgdp",
+        "localitemdp",
     )
     assert accounted_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-sgd")
     assert secure_names() == ("uldp-avg-w", "uldp-sgd-w", "dp-fedavg-robust")

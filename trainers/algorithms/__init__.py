@@ -1,4 +1,4 @@
-"""The algorithms (ULDP-FL §3, §4.1, §5.1; rPDP-FL; Baek et al. 2021), registered by their `--algo` names.
+"""The algorithms (ULDP-FL §3, §4.1, §5.1; rPDP-FL; Baek et al. 2021; Marathe & Kanani), by `--algo` name.
 
 Each algorithm is one module holding its `AlgorithmSpec` (name, help, the mechanism it releases,
 its trainer: a server-side round plan, a silo-side update producing an explicit message
@@ -12,7 +12,20 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
-from . import avg, dropout_robust, fedavg, group, naive, rpdp, sgd, unidp
+from . import (
+    avg,
+    dropout_robust,
+    fedavg,
+    group,
+    higradavgdp,
+    localgroupdp,
+    localitemdp,
+    naive,
+    rpdp,
+    sgd,
+    unidp,
+    userldp,
+)
 from .registry import (
     AlgorithmSpec,
     PlanInputs,
@@ -41,6 +54,10 @@ register(sgd.WEIGHTED_SPEC)
 register(rpdp.SPEC)
 register(unidp.SPEC)
 register(dropout_robust.SPEC)
+register(userldp.SPEC)
+register(localgroupdp.SPEC)
+register(higradavgdp.SPEC)
+register(localitemdp.SPEC)
 
 
 def make_algorithm(cfg: TrainConfig, silos: list[SiloData], task: str) -> Algorithm:

@@ -71,6 +71,12 @@ class TrainConfig:
     min_weight_sum: float | None = None  # n_0 (Algorithm 3); None: shares drawn for n (Algorithm 2)
     n_max: int | None = None  # w_i = min(n_i / n_max, 1); None: every weight 1 (McMahan et al.)
     threshold: int | None = None  # --secure: Shamir's k; None: a majority of each round's sample
+    # Subject-level algorithms (Marathe & Kanani): each item's Poisson rate per mini-batch, set by
+    # `trainers.subject_accounting.prepare_subject_run` (or the runner, from --batch-size), and
+    # the federation-wide epsilon the noise was calibrated to (None: --sigma given).
+    item_q: float | None = None
+    target_epsilon: float | None = None
+    group_budget: float | None = None  # localgroupdp: Corollary 3.5's per-member E behind sigma_Z
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -108,6 +114,10 @@ class TrainConfig:
             raise InvalidParameter(
                 f"threshold k must be >= 2 (Shamir's (k, n) sharing), got {self.threshold}"
             )
+        if self.item_q is not None and not 0 < self.item_q <= 1:
+            raise InvalidParameter(f"item q must be in (0, 1], got {self.item_q}")
+        if self.target_epsilon is not None and not self.target_epsilon > 0:
+            raise InvalidParameter(f"--epsilon must be > 0, got {self.target_epsilon:g}")
         if self.secure and self.algo not in secure_names():
             raise InvalidParameter(
                 f"--secure applies to {' and '.join(secure_names())} (Protocol 1 weighting)"

@@ -59,8 +59,13 @@ TRAINING_OPTIONS = frozenset(
         "min_weight_sum",
         "n_max",
         "threshold",
+        "target_epsilon",
     )
 )
+
+#: What only the subject-level algorithms read (Marathe & Kanani): the federation-wide target
+#: their noise is calibrated to (`uldp train --epsilon`).
+SUBJECT_OPTIONS = frozenset(("target_epsilon",))
 
 #: What only dp-fedavg-robust reads (Baek et al. 2021): its dropouts, calibration, weights and
 #: secure aggregation's threshold. An algorithm reads none of them unless its spec says so.
@@ -103,6 +108,10 @@ class AlgorithmSpec:
     `observed`: what a round releases depends on what happened in it (dropouts), so a run is
     accounted from the rounds it observed (the trainer's `spent`), not by a plan; `uldp dropout`
     is its accounting command (issue 15: dp-fedavg-robust).
+    `subject_level`: it protects subjects (people) whose items several members hold (Marathe &
+    Kanani); a run is accounted per subject over the holdings its data has
+    (`trainers.subject_accounting`), its name is the mechanism `accountants.horizontal` accounts,
+    and `uldp subject --algo` is its accounting command (issue 16).
     """
 
     name: str
@@ -111,12 +120,13 @@ class AlgorithmSpec:
     plan: PlanFunction | None = None
     accounted_as: str | None = None
     secure: bool = False
-    options: frozenset[str] = TRAINING_OPTIONS - DROPOUT_OPTIONS
+    options: frozenset[str] = TRAINING_OPTIONS - DROPOUT_OPTIONS - SUBJECT_OPTIONS
     plan_options: frozenset[str] = frozenset(("user_q", "silos"))
     server_reads_owners: bool = False
     record_level: bool = False
     user_budgets: bool = False
     observed: bool = False
+    subject_level: bool = False
 
     def __post_init__(self) -> None:
         unknown = set(self.options) - TRAINING_OPTIONS
@@ -135,6 +145,10 @@ class AlgorithmSpec:
             raise InvalidParameter(
                 f"{self.name}: an observed algorithm is accounted from its rounds, not by a plan"
             )
+        if self.subject_level and self.plan is not None:
+            raise InvalidParameter(
+                f"{self.name}: a subject-level algorithm is accounted per subject, not by a plan"
+            )
         if self.plan is None and self.accounted_as is not None:
             raise InvalidParameter(
                 f"{self.name}: accounted_as needs a plan (a non-private algorithm releases no mechanism)"
@@ -142,7 +156,7 @@ class AlgorithmSpec:
 
     @property
     def private(self) -> bool:
-        return self.plan is not None or self.record_level or self.observed
+        return self.plan is not None or self.record_level or self.observed or self.subject_level
 
 
 # Registration order is the order of the --algo choices.
@@ -207,6 +221,11 @@ def unaccounted_reason(algorithm: str) -> str:
             f"{algorithm} is accounted from what each round released (its dropouts): use "
             "`uldp dropout` to plan it (or the epsilons `uldp train` prints)"
         )
+    if spec.subject_level:
+        return (
+            f"{algorithm} protects subjects whose items several members hold: use `uldp subject "
+            f"--algo {algorithm}` to plan it (or the epsilons `uldp train` prints)"
+        )
     if not spec.private:
         return (
             f"{algorithm} is not private, there is nothing to account; algorithm must be one of "
@@ -230,7 +249,7 @@ def plan_algorithm(
 ) -> Plan:
     """Compile one ULDP-FL algorithm's hyper-parameters into the mechanism it releases."""
     spec = _REGISTRY.get(algorithm)
-    if spec is not None and (spec.record_level or spec.observed or not spec.private):
+    if spec is not None and (spec.record_level or spec.observed or spec.subject_level or not spec.private):
         raise InvalidParameter(unaccounted_reason(algorithm))
     if spec is None or not spec.private:
         choices = ", ".join(accounted_names())

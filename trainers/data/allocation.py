@@ -1,13 +1,20 @@
-"""Linking records to users and silos: the uniform and zipf allocations of ULDP-FL §5.1.
+"""Linking records to users and silos: the uniform and zipf allocations of ULDP-FL §5.1, and
+the power allocation of subject-level DP-FL (Marathe & Kanani §4.2).
 
-Two settings, as in the paper:
+Two settings, as in ULDP-FL:
 
 - *free silos* (MNIST, Creditcard, and GBSG2 here): every record gets a user and a silo.
   `uniform`: each record goes to a user and to a silo with equal probability (we deal them out
   evenly, so counts differ by at most one). `zipf`: the records per user follow a bounded Zipf
   law of exponent `alpha_records` (0.5); then each user ranks the silos in a random order of
   its own and sends each of its records to the silo of rank r with probability proportional to
-  r^-alpha_silos (2.0).
+  r^-alpha_silos (2.0). `power` (free silos only): records are dealt to users as `uniform` does;
+  then each user ranks the silos in a random order of its own and sends each of its records to
+  the silo of rank floor(N U^(1/alpha)) (U uniform on [0, 1)), i.e. at position x ~ P(x; alpha)
+  = alpha x^(alpha-1) on [0, 1]: Marathe & Kanani's §4.2 model, with their subjects our users
+  and their members our silos. alpha = 1 is an even spread; a larger alpha puts more of a
+  user's records on fewer silos (rank j gets F((j+1)/N) - F(j/N), F(x) = x^alpha, in
+  expectation: `accountants.subject.allocate_items`).
 - *fixed silos* (HeartDisease: its four hospitals): the silo of every record is given, only users
   are drawn. `uniform`: each record goes to a user with equal probability. `zipf`: the records
   per user follow the Zipf law; `main_share` (80%) of a user's records sit in one main silo and
@@ -22,7 +29,11 @@ import numpy as np
 
 from uldp.errors import DataError
 
-ALLOCATIONS = ("uniform", "zipf")
+#: The CLI's --allocation choices.
+ALLOCATIONS = ("uniform", "zipf", "power")
+#: --alpha of the power allocation; the range `uldp subject --alpha` takes (beyond it, every
+#: record of a user lands in one silo, or the draw underflows).
+ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
 ALPHA_RECORDS = 0.5
 ALPHA_SILOS = 2.0
 MAIN_SILO_SHARE = 0.8
@@ -34,6 +45,27 @@ def zipf_weights(n: int, alpha: float) -> np.ndarray:
         raise DataError(f"a Zipf law needs at least one rank, got {n}")
     weights = np.arange(1, n + 1, dtype=np.float64) ** (-float(alpha))
     return weights / weights.sum()
+
+
+def check_alpha(method: str, alpha: object) -> float | None:
+    """`alpha` as a float for the power allocation (required, in [ALPHA_MIN, ALPHA_MAX]), or None
+    for the others (which refuse it); a DataError naming --alpha otherwise."""
+    if method != "power":
+        if alpha is not None:
+            raise DataError(f"--alpha applies to --allocation power (got --allocation {method})")
+        return None
+    if alpha is None:
+        raise DataError(
+            f"--alpha is required by --allocation power: the power distribution's alpha, "
+            f"a number in [{ALPHA_MIN:g}, {ALPHA_MAX:g}] (1 spreads a user's records evenly)"
+        )
+    if (
+        isinstance(alpha, bool)
+        or not isinstance(alpha, (int, float, np.integer, np.floating))
+        or not ALPHA_MIN <= alpha <= ALPHA_MAX
+    ):
+        raise DataError(f"--alpha must be a number in [{ALPHA_MIN:g}, {ALPHA_MAX:g}], got {alpha!r}")
+    return float(alpha)
 
 
 def proportional_split(total: int, weights: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -81,8 +113,8 @@ def deal(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 def record_counts(
     method: str, n_records: int, n_users: int, alpha: float, rng: np.random.Generator
 ) -> np.ndarray:
-    """Records per user for allocation `method` ('uniform' or 'zipf')."""
-    if method == "uniform":
+    """Records per user for allocation `method` ('uniform' and 'power' deal evenly, or 'zipf')."""
+    if method in ("uniform", "power"):
         return uniform_counts(n_records, n_users, rng)
     if method == "zipf":
         return zipf_counts(n_records, n_users, alpha, rng)
@@ -139,6 +171,25 @@ def zipf_silos(
     return priorities[users, ranks].astype(np.int64)
 
 
+def power_ranks(n_records: int, n_silos: int, alpha: float, rng: np.random.Generator) -> np.ndarray:
+    """Rank of each record's silo in its user's order: floor(N U^(1/alpha)), U ~ Uniform[0, 1).
+
+    U^(1/alpha) has density alpha x^(alpha-1) on [0, 1] (the power distribution of Marathe &
+    Kanani §4.2), so rank j is drawn with probability (j+1)^alpha/N^alpha - j^alpha/N^alpha.
+    """
+    position = rng.random(n_records) ** (1.0 / float(alpha))
+    return np.minimum(np.floor(n_silos * position).astype(np.int64), n_silos - 1)
+
+
+def power_silos(
+    users: np.ndarray, n_users: int, n_silos: int, alpha: float, rng: np.random.Generator
+) -> np.ndarray:
+    """Silo of each record: each user orders the silos at random; ranks follow `power_ranks`."""
+    ranks = power_ranks(len(users), n_silos, alpha, rng)
+    priorities = np.argsort(rng.random((n_users, n_silos)), axis=1)
+    return priorities[users, ranks].astype(np.int64)
+
+
 def users_in_fixed_silos(
     silos: np.ndarray, counts: np.ndarray, n_silos: int, main_share: float, rng: np.random.Generator
 ) -> np.ndarray:
@@ -186,8 +237,14 @@ def allocate_free(
     rng: np.random.Generator,
     labels: np.ndarray | None = None,
     labels_per_user: int | None = None,
+    alpha: float | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(user, silo) of every record when both are drawn (MNIST and Creditcard in §5.1)."""
+    """(user, silo) of every record when both are drawn (MNIST and Creditcard in §5.1).
+
+    `alpha` is the power allocation's parameter (required for 'power', refused otherwise).
+    Users are drawn before silos, so 'power' gives the users 'uniform' gives for the same rng.
+    """
+    alpha = check_alpha(method, alpha)
     counts = record_counts(method, n_records, n_users, ALPHA_RECORDS, rng)
     if labels_per_user is None:
         users = deal(counts, rng)
@@ -197,6 +254,9 @@ def allocate_free(
         users = users_by_labels(labels, counts, labels_per_user, rng)
     if method == "zipf":
         silos = zipf_silos(users, n_users, n_silos, ALPHA_SILOS, rng)
+    elif method == "power":
+        assert alpha is not None  # check_alpha requires it
+        silos = power_silos(users, n_users, n_silos, alpha, rng)
     else:
         silos = uniform_silos(n_records, n_silos, rng)
     return users, silos
@@ -206,16 +266,37 @@ def allocate_fixed(
     silos: np.ndarray, *, n_users: int, n_silos: int, method: str, rng: np.random.Generator
 ) -> np.ndarray:
     """User of every record of silos given by the data (HeartDisease and TcgaBrca in §5.1)."""
+    if method == "power":
+        raise DataError(fixed_power_message("this data set"))
     counts = record_counts(method, len(silos), n_users, ALPHA_RECORDS, rng)
     if method == "uniform":
         return deal(counts, rng)
     return users_in_fixed_silos(silos, counts, n_silos, MAIN_SILO_SHARE, rng)
 
 
-def describe(method: str, *, fixed_silos: bool, labels_per_user: int | None, seed: int) -> dict:
-    """The `allocation` record of a FederatedData: what was drawn, with which parameters."""
+def fixed_power_message(name: str) -> str:
+    """The one-line refusal of --allocation power for data whose silos are given."""
+    return (
+        f"--allocation power is not available for {name}, whose silos are fixed by the data "
+        "(power draws the silo of each record); use uniform or zipf"
+    )
+
+
+def describe(
+    method: str,
+    *,
+    fixed_silos: bool,
+    labels_per_user: int | None,
+    seed: int,
+    alpha: float | None = None,
+) -> dict:
+    """The `allocation` record of a FederatedData: what was drawn, with which parameters.
+
+    The power allocation adds `alpha` (the key is absent for the others, so that their records,
+    and the checkpoints keyed on them, are as before).
+    """
     zipf = method == "zipf"
-    return {
+    description = {
         "method": method,
         "alpha_records": ALPHA_RECORDS if zipf else None,
         "alpha_silos": ALPHA_SILOS if zipf and not fixed_silos else None,
@@ -224,3 +305,6 @@ def describe(method: str, *, fixed_silos: bool, labels_per_user: int | None, see
         "silos": "fixed by the data" if fixed_silos else "allocated",
         "seed": seed,
     }
+    if method == "power":
+        description["alpha"] = None if alpha is None else float(alpha)
+    return description

@@ -7,7 +7,7 @@ import numpy as np
 from uldp.errors import DataError
 
 from . import creditcard, gbsg2, heart_disease, mnist
-from .allocation import ALLOCATIONS, describe
+from .allocation import ALLOCATIONS, check_alpha, describe, fixed_power_message
 from .federated import FederatedData
 from .pipeline import federate
 from .records import Records
@@ -57,13 +57,15 @@ def load_dataset(
     labels_per_user: int | None = None,
     path: str | None = None,
     test_fraction: float = 0.2,
+    alpha: float | None = None,
 ) -> FederatedData:
     """Built-in data set `name` with its records allocated to `users` users and `silos` silos.
 
-    `allocation` is 'uniform' or 'zipf' (ULDP-FL §5.1; see trainers/data/allocation.py);
-    `labels_per_user` makes users non-i.i.d. (at most that many classes each); `silos`
-    defaults to the paper's setting (5; heart-disease has its 4 hospitals, gbsg2 6 like
-    TcgaBrca). The same arguments give the same data, record for record.
+    `allocation` is 'uniform' or 'zipf' (ULDP-FL §5.1; see trainers/data/allocation.py), or
+    'power' with its `alpha` in [1e-3, 1e3] (subject-level DP-FL §4.2; free silos only: mnist,
+    gbsg2, creditcard); `labels_per_user` makes users non-i.i.d. (at most that many classes
+    each); `silos` defaults to the paper's setting (5; heart-disease has its 4 hospitals, gbsg2
+    6 like TcgaBrca). The same arguments give the same data, record for record.
     """
     method = allocation
     users = check_count(users, "--users")
@@ -72,8 +74,11 @@ def load_dataset(
     test_fraction = check_fraction(test_fraction)
     if method not in ALLOCATIONS:
         raise DataError(f"--allocation must be one of {', '.join(ALLOCATIONS)}, got {method!r}")
+    alpha = check_alpha(method, alpha)
     records = records_of(name, path)
     fixed = records.silos is not None
+    if fixed and method == "power":
+        raise DataError(fixed_power_message(name))
     if fixed and silos is not None and silos != records.default_silos:
         raise DataError(
             f"--silos: {name} has {records.default_silos} fixed silos "
@@ -83,7 +88,7 @@ def load_dataset(
     _check_sizes(users, n_silos, len(records.y), name)
     if labels_per_user is not None:
         _check_labels_per_user(labels_per_user, records, name)
-    description = describe(method, fixed_silos=fixed, labels_per_user=labels_per_user, seed=seed)
+    description = describe(method, fixed_silos=fixed, labels_per_user=labels_per_user, seed=seed, alpha=alpha)
     if fixed:
         description["silo_names"] = list(records.silo_names)
     return federate(
@@ -95,6 +100,7 @@ def load_dataset(
         labels_per_user=labels_per_user,
         test_fraction=test_fraction,
         description=description,
+        alpha=alpha,
     )
 
 

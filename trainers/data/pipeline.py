@@ -48,8 +48,11 @@ def federate(
     labels_per_user: int | None,
     test_fraction: float,
     description: dict,
+    alpha: float | None = None,
 ) -> FederatedData:
     """Link every record to a user and a silo, split each silo into train and test, scale.
+
+    `alpha` is the power allocation's parameter (`method='power'`, free silos only).
 
     Fixed silos (the data names them) are split first, and users are drawn on the training
     records only; otherwise users and silos are drawn on all records and each silo is then
@@ -81,6 +84,7 @@ def federate(
                 rng=rng,
                 labels=labels,
                 labels_per_user=labels_per_user,
+                alpha=alpha,
             )
         test = split_per_silo(silos, strata, test_fraction, rng)
         train = ~test

@@ -96,6 +96,30 @@ def _column(frame, column: str, option: str):
     return values
 
 
+def _user_ids(frame, column: str):
+    """The user (subject) column; a DataError naming it and the first row with no id (empty,
+    blank or missing: NaN, None, NA), since every record must belong to someone. Rows are
+    numbered from 1, the first data row (the header is not counted), as for --epsilon-column."""
+    import pandas as pd
+
+    if column not in frame.columns:
+        return _column(frame, column, "--user-column")  # its "no column" error
+    values = frame[column]
+    missing_mask = pd.isna(values).to_numpy(dtype=bool)
+    if not pd.api.types.is_numeric_dtype(values):  # text ids: a blank one is no id either
+        missing_mask |= values.map(lambda value: isinstance(value, str) and not value.strip()).to_numpy(
+            dtype=bool
+        )
+    missing = np.flatnonzero(missing_mask)
+    if missing.size:
+        more = f"; {missing.size} rows have none" if missing.size > 1 else ""
+        raise DataError(
+            f"--user-column {column}: row {int(missing[0]) + 1} has no id "
+            f"(every record needs its subject/user){more}"
+        )
+    return values
+
+
 def _codes(values) -> tuple[np.ndarray, tuple[str, ...]]:
     """Values mapped to 0..k-1 in sorted order, and the sorted distinct values as text."""
     levels, codes = np.unique(values.to_numpy(), return_inverse=True)
@@ -174,11 +198,12 @@ def load_table(
 ) -> FederatedData:
     """Any CSV or Parquet table with one record per row, federated.
 
-    `user_column` names each record's user; `silo_column`, if given, its silo (else records
-    are spread over `silos` silos uniformly, 5 by default); `label_column` the target (for
-    `task='survival'`, two columns 'TIME,EVENT'). Every other column is a feature: numbers and
-    booleans as they are, text one-hot encoded; features are standardised on the training
-    split. Each silo is split into train and test, stratified by label. `budget_column`, if
+    `user_column` names each record's user (its subject; a row without one is refused);
+    `silo_column`, if given, its silo (else records are spread over `silos` silos uniformly, 5
+    by default); `label_column` the target (for `task='survival'`, two columns 'TIME,EVENT').
+    Every other column is a feature: numbers and booleans as they are, text one-hot encoded;
+    features are standardised on the training split. Each silo is split into train and test,
+    stratified by label. `budget_column`, if
     given, holds each record's privacy budget epsilon (rPDP-FL): it is not a feature, and the
     training records' budgets come back as `record_budget` (checked by `personal.check_budgets`).
     """
@@ -199,7 +224,7 @@ def load_table(
             "--user-column, --label-column, --silo-column and --epsilon-column must name "
             f"different columns, got {', '.join(named)}"
         )
-    users, _ = _codes(_column(frame, user_column, "--user-column"))
+    users, _ = _codes(_user_ids(frame, user_column))
     y, n_classes, label_columns, classes = _labels(frame, label_column, task)
     used = [user_column, *label_columns]
     silo_codes = None

@@ -11,14 +11,17 @@ import click
 from uldp.accountants.assumptions import accounting_label
 from uldp.accountants.horizontal import (
     ACCOUNTANTS,
+    MECHANISMS,
     FederationRun,
     SubjectGuarantee,
     SubjectReport,
     account_subjects,
     subject_guarantee,
+    subject_sensitivity,
+    user_ldp_epsilon,
 )
 from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
-from uldp.accountants.subject_assumptions import subject_assumptions
+from uldp.accountants.subject_assumptions import ALGORITHM_NAMES, subject_assumptions
 
 from ..aliases import AliasedOption
 from ..config import config_option
@@ -101,6 +104,15 @@ ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
     help="Noise multiplier, relative to the per-mini-batch subject sensitivity C, in [1e-6, 1e6].",
 )
 @click.option(
+    "--algo",
+    type=click.Choice(MECHANISMS),
+    default="higradavgdp",
+    show_default=True,
+    help="Subject-level algorithm whose mechanism every row accounts (Marathe & Kanani §3): "
+    "higradavgdp (a subject moves a mini-batch by C), userldp (2C; adds its user-level LDP), "
+    "localgroupdp or localitemdp (per-item clipping: m C for m items at a member).",
+)
+@click.option(
     "--epsilon",
     "budget",
     type=EpsilonBudget(),
@@ -171,6 +183,7 @@ def command(
     local_steps,
     q,
     sigma,
+    algo,
     budget,
     group_sizes,
     subject_members,
@@ -192,6 +205,7 @@ def command(
       uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --record-q 0.01 --sigma 1
       uldp subject ... --epsilon 4 --k 1,2,3,4                # most rounds, LocalGroupDP sigma_Z
       uldp subject ... --holdings items.csv                   # subjects as actually held
+      uldp subject ... --algo userldp                         # UserLDP's mechanism, and its LDP
     """
     if per_round > n_members:
         raise click.BadParameter(
@@ -204,7 +218,7 @@ def command(
         n_members, subject_members, items_per_member, subject_items, distribution, alpha, holdings
     )
     with library_errors(), status(fmt) as update:
-        run = FederationRun(n_members, per_round, rounds, local_steps, q, sigma)
+        run = FederationRun(n_members, per_round, rounds, local_steps, q, sigma, algo)
         report = account_subjects(
             run,
             holdings_map,
@@ -214,6 +228,10 @@ def command(
             progress=update,
             **accounting,
         )
+        ldp = None
+        if algo == "userldp":
+            update("user-level LDP")
+            ldp = user_ldp_epsilon(run, delta, **accounting)
 
         if plot is not None:
             update("drawing")
@@ -242,10 +260,12 @@ def command(
         items_per_member=items_per_member,
         group=bool(noise),
     ).as_dict()
-    rows = _rows(run, report, named)
+    rows = _rows(run, report, named, ldp)
     document = {
         "command": "subject",
+        "algo": algo,
         "assumptions": assumptions,
+        "user_ldp_epsilon": ldp,
         "local_epsilon": report.local_epsilon,
         "local_subject": report.local_subject,
         "federation_epsilon": worst.federation_epsilon,
@@ -346,9 +366,11 @@ def _plot(
     if limits is not None and limits.local:
         largest = max(largest, int(1.2 * limits.local))
     label = accounting_label(**accounting)
+    algo = "" if run.mechanism == "higradavgdp" else f"{ALGORITHM_NAMES[run.mechanism]}; "
     title = (
-        f"uldp subject: N = {run.members} members, s = {run.per_round} per round, T = {run.local_steps} "
-        f"local steps, record-q = {run.q:g}, sigma = {run.sigma:g}\ndelta = {delta:g}; {label}"
+        f"uldp subject: N = {run.members} members, s = {run.per_round} per round, "
+        f"T = {run.local_steps} local steps, record-q = {run.q:g}, sigma = {run.sigma:g}\n"
+        f"{algo}delta = {delta:g}; {label}"
     )
     draw_subject_plot(
         path,
@@ -411,8 +433,9 @@ def _holdings(
     return {"subject": [items_per_member] * (subject_members or n_members)}
 
 
-def _rows(run: FederationRun, report: SubjectReport, named: bool) -> list[dict]:
-    """The table; with several subjects each row says whose figure it is (`named`)."""
+def _rows(run: FederationRun, report: SubjectReport, named: bool, ldp: float | None) -> list[dict]:
+    """The table; with several subjects each row says whose figure it is (`named`); UserLDP's
+    user-level LDP epsilon `ldp` (None for the other algorithms) is a row of its own."""
     worst, thumb, limits = report.worst, report.rule_of_thumb, report.limits
     k = len(worst.holding)
     assert thumb.subject is not None  # account_subjects names the binding subject
@@ -456,6 +479,17 @@ def _rows(run: FederationRun, report: SubjectReport, named: bool) -> list[dict]:
             + (f" (subject {thumb.subject}'s local)" if named else ""),
         },
     ]
+    if ldp is not None:
+        rows.insert(
+            1,
+            {
+                "guarantee": "user-level LDP (per member)",
+                "rounds": run.rounds,
+                "members": 1,
+                "epsilon": ldp,
+                "note": "whole member data set replaced; no sampling amplification",
+            },
+        )
     if limits is not None:
         every = "every subject, bound by " if named else ""
         rows.append(
@@ -503,6 +537,7 @@ def _notes(run: FederationRun, report: SubjectReport, named: bool) -> list[str]:
     thumb = report.rule_of_thumb
     busiest = report.max_items
     rate = subject_sampling_rate(run.q, busiest)
+    sensitivity = subject_sensitivity(run.mechanism, busiest)
     whose = f" of subject {thumb.subject}" if named else ""
     assert thumb.subject is not None  # account_subjects names the binding subject
     composed = report.subjects[thumb.subject].members_composed
@@ -513,7 +548,13 @@ def _notes(run: FederationRun, report: SubjectReport, named: bool) -> list[str]:
         "holders compose every round)",
         f"the busiest holder has {busiest} of "
         + (f"subject {report.local_subject}'s items" if named else "the subject's items")
-        + f": it samples the subject at 1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch",
+        + f": it samples the subject at 1 - (1 - q)^{busiest} = {rate:.4g} per mini-batch"
+        + (
+            ""
+            if sensitivity == 1
+            else f", and {ALGORITHM_NAMES[run.mechanism]}'s mini-batch moves by up to "
+            f"{sensitivity:g} C (multiplier sigma / {sensitivity:g})"
+        ),
     ]
     short = [g.z for g in report.group_noise if g.z < busiest]
     if short:

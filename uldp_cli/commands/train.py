@@ -19,6 +19,7 @@ from ..options import (
     SEED_MAX,
     AlgorithmChoice,
     AlgorithmOption,
+    EpsilonBudget,
     IntegerIn,
     Interval,
     NoiseMultiplier,
@@ -126,7 +127,13 @@ class GroupK(click.ParamType):
     default=None,
     help="creditcard: the Kaggle creditcard.csv; or your own CSV/Parquet table.",
 )
-@click.option("--user-column", default=None, help="Your table: column naming each record's user.")
+@click.option(
+    "--user-column",
+    "--subject-column",
+    "user_column",
+    default=None,
+    help="Your table: column naming each record's user (its subject, for the subject-level algorithms).",
+)
 @click.option("--label-column", default=None, help="Your table: label column (survival: TIME,EVENT).")
 @click.option("--silo-column", default=None, help="Your table: column naming the silo (optional).")
 @click.option(
@@ -150,6 +157,14 @@ class GroupK(click.ParamType):
     "calibrated to them).",
 )
 @click.option(
+    "--epsilon",
+    type=EpsilonBudget(),
+    default=None,
+    help="userldp/localgroupdp/higradavgdp: calibrate the noise so that the worst subject's "
+    "federation-wide epsilon after --rounds is at most this (localitemdp: its item-level epsilon); "
+    "instead of --sigma.",
+)
+@click.option(
     "--clip",
     type=Interval(*CLIP_RANGE, low_open=False, high_open=False),
     default=1.0,
@@ -170,10 +185,17 @@ class GroupK(click.ParamType):
 )
 @click.option(
     "--allocation",
-    type=click.Choice(["uniform", "zipf"]),
+    type=click.Choice(["uniform", "zipf", "power"]),
     default="uniform",
     show_default=True,
-    help="Record allocation to users and silos (§5.1).",
+    help="Record allocation to users and silos (§5.1); power: each user's records over the silos by "
+    "P(x; alpha) = alpha x^(alpha-1) (subject-level DP §4.2, --alpha).",
+)
+@click.option(
+    "--alpha",
+    type=Interval(1e-3, 1e3, low_open=False, high_open=False),
+    default=None,
+    help="--allocation power: alpha, in [0.001, 1000] (1: uniform; larger: a user's records on fewer silos).",
 )
 @click.option(
     "--labels-per-user",
@@ -207,7 +229,8 @@ class GroupK(click.ParamType):
     type=GroupK(),
     default="median",
     show_default=True,
-    help=f"uldp-group: records kept per user, an integer in [1, {MAX_GROUP_K:,}], max or median.",
+    help=f"uldp-group: records kept per user, an integer in [1, {MAX_GROUP_K:,}], max or median; "
+    "localgroupdp: Z, a subject's items kept per member (default there: max, none dropped).",
 )
 @click.option(
     "--distribution",
@@ -429,10 +452,12 @@ def command(
     task,
     rounds,
     sigma,
+    epsilon,
     clip,
     users,
     silos,
     allocation,
+    alpha,
     labels_per_user,
     seed,
     noise_seed,
@@ -484,6 +509,7 @@ def command(
       uldp train --algo uldp-avg --data-path my.csv --user-column patient --label-column y
       uldp train --algo rpdp --dataset heart-disease --distribution three-levels --local-steps 10
       uldp train --algo dp-fedavg-robust --dataset mnist --silos 500 --user-q 0.1 --dropout 0.1
+      uldp train --algo higradavgdp --dataset mnist --silos 16 --epsilon 4 --local-steps 10
     """
     _check_inputs(
         dataset,
@@ -501,6 +527,11 @@ def command(
     )
     _check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
     _check_dropouts(dropout, dropout_schedule, threshold, secure)
+    subject_level, sigma, epsilon = _check_subject(
+        click.get_current_context(), algo, sigma, epsilon, allocation, alpha
+    )
+    if subject_level and given_source(click.get_current_context(), "group_k") is None:
+        group_k = "max"  # LocalGroupDP: Z bounds every subject's items at a member, none dropped
     personal = _check_budgets(
         algo, distribution, budgets_file, budget_column, user_budgets, user_column, user_q
     )
@@ -550,7 +581,29 @@ def command(
                 labels_per_user,
                 seed,
                 budget_column if budgets_file is None else None,
+                alpha,
             )
+            subject_fields: dict = {}
+            if subject_level:
+                from uldp.trainers.subject_accounting import prepare_subject_run
+
+                data, setup = prepare_subject_run(
+                    data,
+                    algo,
+                    epsilon=epsilon,
+                    sigma=None if epsilon is not None else chosen["sigma"],
+                    group_k=group_k,
+                    batch_size=batch_size,
+                    local_steps=local_steps or TrainConfig.local_steps,
+                    rounds=rounds,
+                    delta=delta,
+                    seed=seed,
+                )
+                chosen["sigma"] = setup.sigma
+                subject_fields = {"item_q": setup.item_q, "target_epsilon": epsilon}
+                if setup.group is not None:
+                    subject_fields["group_budget"] = setup.group.item_epsilon * setup.group.z
+                    group_k = setup.group.z
             if personal:
                 from uldp.trainers.algorithms import get_algorithm
                 from uldp.trainers.rates import personalize_data
@@ -597,6 +650,7 @@ def command(
                 **_dropout_settings(
                     dropout, dropout_at, dropout_schedule, calibration, min_weight_sum, n_max, threshold
                 ),
+                **subject_fields,
             )
             metric = data.metric
 
@@ -641,7 +695,7 @@ def command(
             ),
         )
     defaulted = [k.replace("_", "-") for k, v in given.items() if v is None and k != "model"]
-    if calibrated:
+    if calibrated or (subject_level and (epsilon is not None or algo == "localgroupdp")):
         defaulted.remove("sigma")  # calibrated to the budgets, not a default (the notes say so)
     _render(result, data, fmt, plot_path, metrics_path, every, defaulted)
 
@@ -666,7 +720,12 @@ def _interrupted(last: dict, rounds: int, checkpoint_dir, resume: bool, status=I
     import sys
 
     if last:
-        if "tier1_epsilon_untrusted" in last:  # rpdp / unidp: per record, each with its budget
+        if "subject_epsilon_federation" in last:  # the subject-level algorithms
+            spent = (
+                f"epsilon {format_cell(last['epsilon'])} (delta {last['delta']:g}; the worst subject's "
+                f"federation-wide {format_cell(last['subject_epsilon_federation'])})"
+            )
+        elif "tier1_epsilon_untrusted" in last:  # rpdp / unidp: per record, each with its budget
             spent = (
                 f"record-level epsilon up to {format_cell(last['epsilon'])} (delta {last['delta']:g}; "
                 "each budget tier's own in --metrics)"
@@ -721,7 +780,10 @@ def _check_inputs(
         if dataset is not None:
             raise click.UsageError("--user-column/--label-column read your own table: drop --dataset")
         if data_path is None or user_column is None or label_column is None:
-            raise click.UsageError("your own table needs --data-path, --user-column and --label-column")
+            raise click.UsageError(
+                "your own table needs --data-path, --user-column (or --subject-column: the "
+                "column naming each record's person) and --label-column"
+            )
     elif dataset is None:
         raise click.UsageError(
             "give --dataset (mnist, heart-disease, gbsg2, creditcard) or "
@@ -768,6 +830,7 @@ ALGORITHM_OPTIONS = {
     "min_weight_sum": "min_weight_sum",
     "n_max": "n_max",
     "threshold": "threshold",
+    "epsilon": "target_epsilon",
 }
 
 
@@ -779,6 +842,36 @@ def _check_dropouts(dropout, dropout_schedule, threshold, secure) -> None:
         raise click.UsageError(
             "--threshold sets secure aggregation's k, which only --secure runs; add --secure"
         )
+
+
+def _check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):
+    """(subject level?, sigma, epsilon): the subject-level algorithms' noise comes from --sigma or
+    --epsilon, not both (one on the command line overrides the other from --config); --alpha
+    belongs to --allocation power."""
+    from uldp.trainers.algorithms import get_algorithm
+
+    if (allocation == "power") != (alpha is not None):
+        raise click.UsageError(
+            "--allocation power needs --alpha" if alpha is None else "--alpha applies to --allocation power"
+        )
+    spec = get_algorithm(algo)
+    if not spec.subject_level:
+        return False, sigma, epsilon
+    if sigma is not None and epsilon is not None:
+        from_config = {
+            name for name in ("sigma", "epsilon") if given_source(ctx, name) is ParameterSource.DEFAULT_MAP
+        }
+        if from_config == {"epsilon"}:
+            epsilon = None  # the command line's --sigma overrides the config's epsilon
+        elif from_config == {"sigma"}:
+            sigma = None
+        else:
+            raise click.UsageError("give --sigma or --epsilon (a target to calibrate sigma to), not both")
+    if algo == "localgroupdp" and epsilon is None:
+        raise click.UsageError(
+            "localgroupdp's noise sigma_Z comes from its budget (Corollary 3.5): give --epsilon"
+        )
+    return True, sigma, epsilon
 
 
 def _dropout_settings(dropout, dropout_at, dropout_schedule, calibration, min_weight_sum, n_max, threshold):
@@ -814,7 +907,7 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
             )
             ignored[name] = f"{algo} does not use it (it takes {', '.join(uses) or 'none of these'})"
     if user_column is not None:
-        for name in ("users", "allocation", "labels_per_user"):
+        for name in ("users", "allocation", "alpha", "labels_per_user"):
             ignored[name] = "your own table names its users (--user-column)"
     else:
         ignored["task"] = "it describes your own table (--user-column); a built-in data set has its task"
@@ -825,6 +918,10 @@ def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, 
         ignored["threat_model"] = f"it chooses the threat model of rpdp/unidp's rates, and {algo} has none"
     else:
         ignored["user_q"] = f"{algo} samples silos (--silo-q) and records, not users"
+    if spec.subject_level:
+        ignored["user_q"] = (
+            f"{algo} trains every member every round and samples items (q from --batch-size), not users"
+        )
     if not secure:
         ignored["key_bits"] = "it sizes Protocol 1's keys, which only --secure uses"
     elif spec.observed:
@@ -929,6 +1026,7 @@ def _load(
     labels_per_user,
     seed,
     budget_column=None,
+    alpha=None,
 ):
     if user_column is not None:
         from uldp.trainers.data import load_table
@@ -953,6 +1051,7 @@ def _load(
         seed=seed,
         labels_per_user=labels_per_user,
         path=data_path,
+        **({} if alpha is None else {"alpha": alpha}),
     )
 
 
@@ -985,8 +1084,11 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         else [("epsilon", "epsilon")]
     )
     rows = result.history
+    subject_level = summary.get("level") == "subject"
     if tiers:
         epsilon_columns, rows = _tier_columns(tiers, summary, rows, fmt)
+    if subject_level:
+        epsilon_columns = _subject_columns(summary["algo"])
     columns = [
         ("round", "round"),
         ("loss", "test loss"),
@@ -1025,6 +1127,8 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         notes.extend(_tier_notes(tiers, summary))
     if "target_epsilon" in summary:
         notes.extend(_dropout_notes(summary, result.history))
+    if subject_level:
+        notes.extend(_subject_notes(summary, result.history))
     if fmt == "table":
         step = every or -(-len(rows) // MAX_TABLE_ROWS)
         if step > 1:
@@ -1046,6 +1150,80 @@ def _render(result, data, fmt: str, plot_path, metrics_path, every: int | None, 
         document=document,
         notes=notes,
     )
+
+
+def _subject_columns(algo: str) -> list[tuple[str, str]]:
+    """The subject-level run's epsilons: the worst subject's at its busiest member and across the
+    federation, and the algorithm's own (item level, user-level LDP)."""
+    columns = [
+        ("subject_epsilon_member", "eps subject (member)"),
+        ("subject_epsilon_federation", "eps subject (federation)"),
+    ]
+    if algo in ("localitemdp", "localgroupdp"):
+        columns.append(("item_epsilon", "eps item"))
+    if algo == "userldp":
+        columns.append(("user_ldp_epsilon", "eps user LDP"))
+    return columns
+
+
+def _subject_notes(summary: dict, history: list[dict]) -> list[str]:
+    """What the subject-level figures are for, the target, and the mini-batches' make-up."""
+    algo = summary["algo"]
+    level = "item-level" if algo == "localitemdp" else "worst subject's federation-wide"
+    notes = [
+        f"{summary['subjects']} subjects (the data's users) over {summary['silos']} members (silos); "
+        f"items sampled at q = {summary['item_q']:.4g} per mini-batch, {summary['local_steps']} "
+        "mini-batches per member per round; eps subject: the worst subject's (member: at its busiest "
+        "member; federation: horizontal composition, Theorem 3.9)"
+        + (
+            f"; subjects {summary['member_subject']} and {summary['federation_subject']}"
+            if "member_subject" in summary
+            else ""
+        )
+    ]
+    if summary.get("epsilon_target") is not None and history:
+        spent = history[-1]["epsilon"]
+        notes.append(
+            f"sigma {summary['sigma']:.6g} calibrated so that the {level} epsilon after "
+            f"{len(history)} rounds is at most --epsilon {summary['epsilon_target']:g}: "
+            f"{format_cell(spent)}"
+        )
+    if algo == "localgroupdp":
+        notes.append(
+            f"LocalGroupDP: Z = {summary['group_size']} items per subject and member (--group-k), "
+            f"sigma_Z for the per-member budget E = {summary['group_budget']:.4g} (Corollary 3.5)"
+        )
+    if algo == "localitemdp":
+        notes.append(
+            "localitemdp's epsilon is item level (its guarantee); its eps subject columns bound a "
+            "subject with m items at a member (sensitivity m C)"
+        )
+    for key, what in (
+        ("batch_z", "largest subject group per mini-batch (Z, Fig. 1(c))"),
+        ("batch_subjects", "distinct subjects per mini-batch (Fig. 1(d))"),
+    ):
+        seen = summary.get(key)
+        if seen:
+            notes.append(f"{what}: " + _histogram_text(seen))
+    return notes
+
+
+def _histogram_text(seen: dict) -> str:
+    """'value: count' pairs, the mean first; long ones shortened to their quartiles."""
+    values = [(int(v), n) for v, n in seen.items()]
+    total = sum(n for _, n in values)
+    mean = sum(v * n for v, n in values) / total
+    if len(values) <= 8:
+        return f"mean {mean:.2f} over {total} mini-batches; " + ", ".join(f"{v}: {n}" for v, n in values)
+    spread = []
+    for fraction in (0.0, 0.25, 0.5, 0.75, 1.0):
+        count = 0
+        for v, n in values:
+            count += n
+            if count >= fraction * total:
+                spread.append(v)
+                break
+    return f"mean {mean:.1f} over {total} mini-batches; min/quartiles/max " + "/".join(map(str, spread))
 
 
 def _dropout_columns(rows: list[dict]) -> list[tuple[str, str]]:
