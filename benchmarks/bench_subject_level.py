@@ -39,7 +39,8 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -47,7 +48,8 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from uldp.cli.machine import describe_machine
-from uldp.trainers.algorithms.base import Context, SiloData, TrainConfig, apply_delta
+from uldp.trainers.algorithms import subject_sgd
+from uldp.trainers.algorithms.base import Context, SiloData, TrainConfig
 from uldp.trainers.algorithms.subject_sgd import item_signal, subject_steps
 from uldp.trainers.data import load_dataset
 from uldp.trainers.models import build_model, loss_for, parameter_count
@@ -107,39 +109,20 @@ def item_gradients(
     return torch.cat([g.reshape(len(chosen), -1) for g in grads.values()], dim=1)
 
 
-def loop_steps(
-    ctx: Context,
-    params: dict[str, torch.Tensor],
-    silo: SiloData,
-    *,
-    q: float,
-    steps: int,
-    cfg: TrainConfig,
-    rng: np.random.Generator,
-    stats: Counter | None = None,
-) -> dict[str, torch.Tensor]:
-    """subject_steps(combine="subject") with the per-subject average as `loop_signal`: the same
-    draws in the same order, so the same batches and noise for the same seed."""
-    lot = q * silo.size
-    per_item = per_item_grads(ctx)
-    local = {k: v.detach().clone() for k, v in params.items()}
-    like = next(iter(local.values()))
-    for _ in range(steps):
-        chosen = np.flatnonzero(rng.random(silo.size) < q)
-        noise = torch.as_tensor(
-            rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params), dtype=like.dtype, device=like.device
-        )
-        owners = silo.users[chosen]
-        if stats is not None and len(chosen):
-            _, counts = np.unique(owners, return_counts=True)
-            stats[("z", int(counts.max()))] += 1
-            stats[("subjects", len(counts))] += 1
-        total = noise
-        if len(chosen):
-            flat = item_gradients(per_item, local, silo, chosen)
-            total = loop_signal(flat, cfg.clip, owners) + noise
-        local = apply_delta(local, total, -cfg.lr / lot)
-    return local
+@contextmanager
+def loop_averaging() -> Iterator[None]:
+    """Within it, the library's member round (`subject_steps`) averages per subject with
+    `loop_signal`: the same round, the same draws in the same order, only the combine differs."""
+    library = subject_sgd.item_signal
+
+    def signal(flat: torch.Tensor, clip: float, owners: np.ndarray | None = None) -> torch.Tensor:
+        return library(flat, clip) if owners is None else loop_signal(flat, clip, owners)
+
+    subject_sgd.item_signal = signal
+    try:
+        yield
+    finally:
+        subject_sgd.item_signal = library
 
 
 def run_round(
@@ -153,7 +136,8 @@ def run_round(
     kwargs: dict[str, Any] = dict(q=cfg.item_q, steps=cfg.local_steps, cfg=cfg, rng=rng, stats=stats)
     start, cpu = time.perf_counter(), time.process_time()
     if variant == "loop":
-        out = loop_steps(ctx, params, silo, **kwargs)
+        with loop_averaging():
+            out = subject_steps(ctx, params, silo, combine="subject", **kwargs)
     else:
         out = subject_steps(ctx, params, silo, combine=variant, **kwargs)
     return time.perf_counter() - start, time.process_time() - cpu, out, stats

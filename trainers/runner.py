@@ -544,7 +544,7 @@ def run(
             cfg, data, personal, algorithm, noise_fixed, silos.assumptions(cfg)
         )
     elif subject is not None:
-        summary.update(_subject_summary(cfg, subject, len(history)))
+        summary.update(subject.summary(cfg, len(history)))
         assumptions = _subject_assumptions(cfg, data, subject, algorithm, noise_fixed, silos.assumptions(cfg))
     elif spec.observed:
         assumptions = _observed_assumptions(cfg, data, algorithm, noise_fixed, silos.assumptions(cfg))
@@ -568,71 +568,13 @@ def personal_accounting(cfg: TrainConfig, data) -> PersonalAccounting | None:
     return accounting(cfg, data, spec.private)
 
 
-def _subject_summary(cfg: TrainConfig, subject, rounds: int) -> dict:
-    """The subject-level run's setting and the subjects its figures are for."""
-    out: dict[str, object] = {
-        "level": "subject",
-        "item_q": cfg.item_q,
-        "local_steps": cfg.local_steps,
-        "epsilon_target": cfg.target_epsilon,
-        "subjects": len(subject.holdings),
-    }
-    if cfg.algo == "localgroupdp":
-        out["group_size"] = cfg.group_k
-        out["group_budget"] = cfg.group_budget
-    if rounds:
-        out.update(subject.worst(rounds))
-    return out
-
-
 def _subject_assumptions(
     cfg: TrainConfig, data, subject, algorithm: Algorithm, noise_fixed: bool, where: dict[str, str] | None
 ) -> dict:
-    """What a subject-level run's figures rest on (`accountants.horizontal`, as `uldp subject`)."""
-    from .subject_accounting import ACCOUNTING
-
+    """What a subject-level run's figures rest on (`SubjectAccounting.describe_run`), where its
+    randomness came from, and the `uldp subject` command that checks them."""
     out = _data_assumption(data)
-    run = subject.run
-    out["subjects"] = (
-        f"the data's users are the subjects, its silos the members: {len(subject.holdings)} subjects "
-        f"over {run.members} members"
-    )
-    out["neighbouring"] = "every item of one subject added or removed, wherever held (Definition 2.3)"
-    out.update(algorithm.run_assumptions(cfg, data.n_silos))
-    out["noise"] = (
-        f"sigma = {cfg.sigma:.6g}"
-        + (
-            ""
-            if cfg.target_epsilon is None
-            else f", the smallest meeting --epsilon {cfg.target_epsilon:g} after {cfg.rounds} rounds"
-        )
-        + (
-            f"; LocalGroupDP: sigma_Z of Corollary 3.5 for Z = {cfg.group_k} items and the per-member "
-            f"budget E = {cfg.group_budget:.6g} at Delta = {cfg.delta:g} (at least that sigma)"
-            if cfg.algo == "localgroupdp" and cfg.group_budget is not None
-            else ""
-        )
-    )
-    out["epsilon (member)"] = (
-        "per member, locally enforced (Theorem 3.8 / 3.3 / 3.6): the worst subject's items at its "
-        "busiest member, every other member's data fixed; a Definition 2.3 bound only for a subject "
-        "held by one member"
-    )
-    out["epsilon (federation)"] = (
-        "horizontal composition (Theorem 3.9), worst case: every member takes part every round and "
-        "the worst subject's holders compose sequentially (RDP curves added), over the holdings the "
-        "training data has"
-    )
-    if cfg.algo == "localitemdp":
-        out["epsilon"] = (
-            "LocalItemDP's headline is item level (one item added or removed): its own guarantee, "
-            "not a subject-level one; the subject-level columns bound a subject with m items at a "
-            "member as a sensitivity of m C"
-        )
-    out["accounting"] = (
-        f"RDP ({ACCOUNTING['orders']} orders), {ACCOUNTING['conversion']} conversion, delta = "
-        f"{cfg.delta:g}; every epsilon an upper bound after each round"
-    )
+    out.update(subject.describe_run(cfg, algorithm.run_assumptions(cfg, data.n_silos)))
     out["randomness"] = (
         f"noise and item sampling from --noise-seed {cfg.noise_seed}: reproducible, and NOT private "
         "against anyone who knows the seed (experiments only)"

@@ -21,9 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from uldp.accountants.algorithms import dp_sgd_rate
 from uldp.accountants.calibrate import calibrate
 from uldp.accountants.events import SubsampledGaussian
-from uldp.accountants.horizontal import FederationRun, GroupNoise, group_noise, user_ldp_epsilon, worst_held
+from uldp.accountants.horizontal import (
+    FederationRun,
+    GroupNoise,
+    HeldGuarantee,
+    group_noise,
+    user_ldp_epsilon,
+    worst_held,
+)
 from uldp.accountants.orders import integer_orders
 from uldp.accountants.registry import account_event
 from uldp.errors import InvalidParameter, UnreachableBudget
@@ -52,7 +60,7 @@ def item_rate(data, batch_size: int) -> float:
         raise InvalidParameter("no member holds a training item")
     if batch_size < 1:
         raise InvalidParameter(f"batch size must be >= 1, got {batch_size}")
-    return min(1.0, batch_size / int(sizes.min()))
+    return dp_sgd_rate(batch_size, int(sizes.min()))
 
 
 def group_size(data, group_k: int | str) -> int:
@@ -199,12 +207,31 @@ def prepare_subject_run(
 
 def group_budget(sigma_needed: float, z: int, delta: float, q: float, steps: int) -> GroupNoise:
     """LocalGroupDP (Algorithm 2, Corollary 3.5): the per-member budget E whose sigma_Z is
-    `sigma_needed`, and that sigma_Z, which it trains with.
+    `sigma_needed`, and that sigma_Z, which it trains with; InvalidParameter naming the largest
+    group size that fits when no E gives this Z that noise (`_group_noise_for`)."""
+    found = _group_noise_for(sigma_needed, z, delta, q, steps)
+    if found is not None:
+        return found
+    largest = next(
+        (
+            smaller
+            for smaller in range(z - 1, 0, -1)
+            if _group_noise_for(sigma_needed, smaller, delta, q, steps)
+        ),
+        0,
+    )
+    raise InvalidParameter(
+        f"--group-k {z}: no LocalGroupDP budget E makes sigma_Z reach {sigma_needed:.4g} for groups "
+        f"of {z} items" + (f"; the largest Z that fits is {largest}" if largest else "")
+    )
 
-    sigma_Z(E) is the smallest sigma whose item-level epsilon at Delta / (Z e^((Z-1)E/Z)) is at
+
+def _group_noise_for(sigma_needed: float, z: int, delta: float, q: float, steps: int) -> GroupNoise | None:
+    """sigma_Z(E) is the smallest sigma whose item-level epsilon at Delta / (Z e^((Z-1)E/Z)) is at
     most E / Z; so E is where the item-level epsilon of `sigma_needed` at that delta crosses E / Z
     (it falls as E grows, E / Z rises): a bisection on log E over one RDP curve, cheap. The exact
-    sigma_Z of that E is then computed by `group_noise`, the code `uldp subject --k` runs.
+    sigma_Z of that E is then computed by `group_noise`, the code `uldp subject --k` runs. None
+    when no E in the search range reaches `sigma_needed` or Corollary 3.5's noise cannot be computed.
     """
     event = SubsampledGaussian(sigma_needed, q, steps)
     log_floor = math.log(sys.float_info.min)
@@ -220,11 +247,7 @@ def group_budget(sigma_needed: float, z: int, delta: float, q: float, steps: int
     while gap(hi) > 0 and hi < 1e6:
         lo, hi = hi, hi * 4
     if gap(lo) <= 0:
-        largest = largest_fitting_z(sigma_needed, z, delta, q, steps)
-        raise InvalidParameter(
-            f"--group-k {z}: no LocalGroupDP budget E makes sigma_Z reach {sigma_needed:.4g} for groups "
-            f"of {z} items" + (f"; the largest Z that fits is {largest}" if largest else "")
-        )
+        return None
     for _ in range(60):
         if hi / lo < 1 + 1e-5:
             break
@@ -233,22 +256,7 @@ def group_budget(sigma_needed: float, z: int, delta: float, q: float, steps: int
     try:
         return group_noise(z, lo, delta, q, steps, **ACCOUNTING)
     except (InvalidParameter, UnreachableBudget):
-        largest = largest_fitting_z(sigma_needed, z, delta, q, steps)
-        raise InvalidParameter(
-            f"--group-k {z}: Corollary 3.5's noise for groups of {z} items cannot be computed"
-            + (f"; the largest Z that fits is {largest}" if largest else "")
-        ) from None
-
-
-def largest_fitting_z(sigma_needed: float, z: int, delta: float, q: float, steps: int) -> int:
-    """The largest group size below z for which some budget E reaches sigma_needed (0 if none)."""
-    for smaller in range(z - 1, 0, -1):
-        try:
-            group_budget(sigma_needed, smaller, delta, q, steps)
-        except InvalidParameter:
-            continue
-        return smaller
-    return 0
+        return None
 
 
 class SubjectAccounting:
@@ -265,12 +273,14 @@ class SubjectAccounting:
         self.run = federation_run(
             cfg.algo, data, sigma=cfg.sigma, item_q=cfg.item_q, rounds=cfg.rounds, local_steps=cfg.local_steps
         )
+        self._last: tuple[int, HeldGuarantee] | None = None  # the last row's rounds and subjects
 
     def row(self, rounds: int) -> dict[str, float]:
         """'epsilon' (the headline), the worst subject's local and federation-wide epsilon, and
         the algorithm's own (item-level, user-level LDP) after `rounds` rounds."""
         run = self.run.with_rounds(rounds)
         held = worst_held(run, self.holdings, self.delta, **ACCOUNTING)
+        self._last = (rounds, held)  # the summary names these subjects
         out = {
             "subject_epsilon_member": held.local_epsilon,
             "subject_epsilon_federation": held.federation_epsilon,
@@ -282,15 +292,82 @@ class SubjectAccounting:
         headline = out["item_epsilon"] if self.algo == "localitemdp" else held.federation_epsilon
         return {"epsilon": headline, **out}
 
-    def worst(self, rounds: int) -> dict[str, object]:
-        """The subjects whose figures the rows show, and their holdings."""
-        held = worst_held(self.run.with_rounds(rounds), self.holdings, self.delta, **ACCOUNTING)
-        return {
-            "member_subject": held.local_subject,
-            "member_holding": self.holdings[held.local_subject],
-            "federation_subject": held.federation_subject,
-            "federation_holding": self.holdings[held.federation_subject],
+    def summary(self, cfg, rounds: int) -> dict[str, object]:
+        """The run's setting, and the subjects its last row's figures are for, with their holdings."""
+        out: dict[str, object] = {
+            "level": "subject",
+            "item_q": cfg.item_q,
+            "local_steps": cfg.local_steps,
+            "epsilon_target": cfg.target_epsilon,
+            "subjects": len(self.holdings),
         }
+        if self.algo == "localgroupdp":
+            out["group_size"] = cfg.group_k
+            out["group_budget"] = cfg.group_budget
+        if rounds:
+            last = self._last
+            held = (
+                last[1]
+                if last is not None and last[0] == rounds
+                else worst_held(self.run.with_rounds(rounds), self.holdings, self.delta, **ACCOUNTING)
+            )
+            out.update(
+                {
+                    "member_subject": held.local_subject,
+                    "member_holding": self.holdings[held.local_subject],
+                    "federation_subject": held.federation_subject,
+                    "federation_holding": self.holdings[held.federation_subject],
+                }
+            )
+        return out
+
+    def describe_run(self, cfg, training: dict[str, str]) -> dict[str, str]:
+        """What the figures rest on (`accountants.horizontal`, as `uldp subject` prints them), with
+        the algorithm's own `training` lines (what a member's step and the server do)."""
+        run = self.run
+        out = {
+            "subjects": (
+                f"the data's users are the subjects, its silos the members: {len(self.holdings)} "
+                f"subjects over {run.members} members"
+            ),
+            "neighbouring": "every item of one subject added or removed, wherever held (Definition 2.3)",
+            **training,
+        }
+        out["noise"] = (
+            f"sigma = {cfg.sigma:.6g}"
+            + (
+                ""
+                if cfg.target_epsilon is None
+                else f", the smallest meeting --epsilon {cfg.target_epsilon:g} after {cfg.rounds} rounds"
+            )
+            + (
+                f"; LocalGroupDP: sigma_Z of Corollary 3.5 for Z = {cfg.group_k} items and the per-member "
+                f"budget E = {cfg.group_budget:.6g} at Delta = {cfg.delta:g} (at least that sigma)"
+                if self.algo == "localgroupdp" and cfg.group_budget is not None
+                else ""
+            )
+        )
+        out["epsilon (member)"] = (
+            "per member, locally enforced (Theorem 3.8 / 3.3 / 3.6): the worst subject's items at its "
+            "busiest member, every other member's data fixed; a Definition 2.3 bound only for a subject "
+            "held by one member"
+        )
+        out["epsilon (federation)"] = (
+            "horizontal composition (Theorem 3.9), worst case: every member takes part every round and "
+            "the worst subject's holders compose sequentially (RDP curves added), over the holdings the "
+            "training data has"
+        )
+        if self.algo == "localitemdp":
+            out["epsilon"] = (
+                "LocalItemDP's headline is item level (one item added or removed): its own guarantee, "
+                "not a subject-level one; the subject-level columns bound a subject with m items at a "
+                "member as a sensitivity of m C"
+            )
+        out["accounting"] = (
+            f"RDP ({ACCOUNTING['orders']} orders), {ACCOUNTING['conversion']} conversion, delta = "
+            f"{cfg.delta:g}; every epsilon an upper bound after each round"
+        )
+        return out
 
     def check_command(self) -> str:
         """The `uldp subject` command that prints the final figures (with the holdings written
