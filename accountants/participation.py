@@ -101,7 +101,7 @@ def known_participation_delta(eps: float, multiplier: float, q: float, rounds: i
     from scipy.stats import binom  # scipy.stats costs 0.4 s of start-up; only this path needs it
 
     KnownParticipation(multiplier, q, rounds)  # the same checks as the RDP accounting
-    top = rounds if q == 1.0 else int(min(rounds, binom.isf(TAIL_MASS, rounds, q) + 1))
+    top = participation_range(rounds, q)[1]
     ks = np.arange(top + 1)
     weights = binom.pmf(ks, rounds, q)
     tail = 0.0 if top >= rounds else float(binom.sf(top, rounds, q))
@@ -131,3 +131,25 @@ def known_participation_exact_epsilon(event: KnownParticipation, delta: float) -
         else:
             hi = mid
     return hi
+
+
+def participation_range(n: int, q: float) -> tuple[int, int]:
+    """[low, top]: the participation counts outside which each tail of Binomial(n, q) has mass
+    below TAIL_MASS, searched within 15 standard deviations (+ 50) of the mean.
+
+    Directly, not by binom.isf / ppf: scipy's isf(1e-20, 1e5, 0.01) returns 1e5, which would
+    sum 1e5 counts where 900 carry the mass (0.7 s for one exact epsilon at the Fig. 2 setting).
+    Any range is valid, as the callers count the tails beyond it pessimistically (delta 1 above,
+    the smallest count kept below); this one only keeps the sum short.
+    """
+    from scipy.stats import binom
+
+    if q >= 1.0:
+        return n, n
+    spread = 15.0 * math.sqrt(n * q * (1.0 - q)) + 50.0
+    ks = np.arange(max(0, math.floor(n * q - spread)), min(n, math.ceil(n * q + spread)) + 1)
+    light_above = np.flatnonzero(binom.sf(ks, n, q) < TAIL_MASS)
+    heavy_below = np.flatnonzero(binom.cdf(ks, n, q) >= TAIL_MASS)
+    top = int(ks[light_above[0]]) if light_above.size else n
+    low = int(ks[heavy_below[0]]) if heavy_below.size else int(ks[0])
+    return min(low, top), top

@@ -45,7 +45,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from functools import lru_cache
 from itertools import islice
+from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
@@ -88,6 +91,35 @@ def pld_epsilon(
     """
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
+    silos = _checked_silos(mechanism, k, discretization)
+    with _overflow_refused(silos, k):
+        # The worst silo (k = 1: parallel composition, a record lies in exactly one silo) or the
+        # worst split of the k records; a silo without steps releases nothing.
+        return max(
+            0.0 if pld is None else float(pld.get_epsilon_for_delta(delta))
+            for pld in _silos_plds(silos, k, discretization)
+        )
+
+
+def pld_distributions(
+    mechanism: Mechanism, *, k: int = 1, discretization: float | None = None
+) -> Iterator[Any | None]:
+    """The composed dp-accounting PrivacyLossDistributions whose worst case `pld_epsilon` takes:
+    one per silo (k = 1) or per split of the k records over the silos (k > 1), None for one
+    that releases nothing (no steps). Their privacy profiles (`get_delta_for_epsilon`, the
+    larger of the two directions) bound the event's at every epsilon by their maximum.
+
+    The checks run at the call; the PLDs are built lazily, one split's at a time, so only one
+    composed PLD need be held at once.
+    """
+    silos = _checked_silos(mechanism, k, discretization)
+    return _refusing_overflow(_silos_plds(silos, k, discretization), silos, k)
+
+
+def _checked_silos(
+    mechanism: Mechanism, k: int, discretization: float | None
+) -> tuple[SubsampledGaussian, ...]:
+    """The silos of `mechanism`, after the checks `pld_epsilon` makes (besides delta's)."""
     if k < 1:
         raise InvalidParameter(f"k must be >= 1, got {k}")
     if k > MAX_PLD_GROUP_K:
@@ -104,8 +136,13 @@ def pld_epsilon(
             f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use the 'prv' "
             "accountant (record level, up to 1e9 steps) or 'rdp'"
         )
+    return silos
+
+
+@contextmanager
+def _overflow_refused(silos: Sequence[SubsampledGaussian], k: int) -> Iterator[None]:
     try:
-        return _silos_epsilon(silos, delta, k, discretization)
+        yield
     except OverflowError:
         # dp-accounting's mixture PLD exponentiates the loss, about k^2 / (2 sigma^2) at the
         # largest shift: large groups at small sigma leave the double range (k = 65536 at sigma 1).
@@ -115,13 +152,19 @@ def pld_epsilon(
         ) from None
 
 
-def _silos_epsilon(
-    silos: tuple[SubsampledGaussian, ...], delta: float, k: int, discretization: float | None
-) -> float:
-    """`pld_epsilon` after its checks: the worst silo (k = 1) or the worst split of k records."""
+def _refusing_overflow(plds: Iterator, silos: Sequence[SubsampledGaussian], k: int) -> Iterator:
+    with _overflow_refused(silos, k):
+        yield from plds
+
+
+def _silos_plds(
+    silos: tuple[SubsampledGaussian, ...], k: int, discretization: float | None
+) -> Iterator[Any | None]:
+    """The composed PLD of each silo (k = 1) or each split of k records (lazily), None where
+    nothing is released; the splits and their grids are settled (and refused) at the call."""
     if k == 1:
         # Parallel composition: a record lies in exactly one silo.
-        return max(_group_epsilon(silo, (1,), delta, discretization) for silo in silos)
+        return (_group_pld(silo, (1,), discretization) for silo in silos)
     splits = list(islice(_splits(k, len(silos)), MAX_PARTITIONS + 1))
     if len(splits) > MAX_PARTITIONS:
         raise InvalidParameter(
@@ -138,7 +181,7 @@ def _silos_epsilon(
     else:
         grids = dict.fromkeys(splits, discretization)
     cache: dict[tuple[int, int, float], object] = {}
-    return max(_split_epsilon(silos, split, delta, grids[split], cache) for split in splits)
+    return (_split_pld(silos, split, grids[split], cache) for split in splits)
 
 
 def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float) -> float:
@@ -150,9 +193,15 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     """
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
+    composed = pld_distribution_composed(mechanisms)
+    return 0.0 if composed is None else float(composed.get_epsilon_for_delta(delta))
+
+
+def pld_distribution_composed(mechanisms: Sequence[SubsampledGaussian]) -> Any | None:
+    """The composed PLD that `pld_epsilon_composed` reads; None when no part has a step."""
     parts = [m for m in mechanisms if m.steps > 0]
     if not parts:
-        return 0.0
+        return None
     check_tight_sigma(parts, "pld")
     if sum(m.steps for m in parts) > MAX_STEPS:
         raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
@@ -162,7 +211,7 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
         unit = _unit_pld(m, 1, discretization)
         composed = unit if composed is None else composed.compose(unit)
     assert composed is not None  # `parts` is not empty
-    return float(composed.get_epsilon_for_delta(delta))
+    return composed
 
 
 def _splits(k: int, n_mechanisms: int) -> Iterator[tuple[tuple[int, int], ...]]:
@@ -189,14 +238,13 @@ def _compositions(k: int, parts: int) -> Iterator[tuple[int, ...]]:
             yield (first, *rest)
 
 
-def _split_epsilon(
+def _split_pld(
     silos: Sequence[SubsampledGaussian],
     split: tuple[tuple[int, int], ...],
-    delta: float,
     discretization: float,
     cache: dict,
-) -> float:
-    """Epsilon of the composition over silos of each silo's group PLD (its own mechanism)."""
+) -> Any | None:
+    """The composition over silos of each silo's group PLD (its own mechanism); None: no steps."""
     composed = None
     for i, part in split:
         if silos[i].steps == 0:
@@ -205,7 +253,7 @@ def _split_epsilon(
         if key not in cache:
             cache[key] = _unit_pld(silos[i], part, discretization)
         composed = cache[key] if composed is None else composed.compose(cache[key])
-    return 0.0 if composed is None else float(composed.get_epsilon_for_delta(delta))
+    return composed
 
 
 def _split_discretization(silos: Sequence[SubsampledGaussian], split: tuple[tuple[int, int], ...]) -> float:
@@ -271,6 +319,13 @@ def _default_discretization(mechanism: SubsampledGaussian, parts: tuple[int, ...
     )
 
 
+#: The last few runs' PLDs: a report accounts epsilon and then the whole curve of the same
+#: mechanism, and a group's mixture PLD can take seconds to build (dp-accounting's PLDs are
+#: never modified in place: composing returns a new one).
+_UNIT_CACHE = 8
+
+
+@lru_cache(maxsize=_UNIT_CACHE)
 def _unit_pld(mechanism: SubsampledGaussian, k: int, discretization: float):
     """PLD of a whole run for a group of k records in one silo (k = 1: one record)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
@@ -319,16 +374,15 @@ def _as_dense(pld_, discretization: float):
     return pld_.compose(pld.PrivacyLossDistribution(identity), tail_mass_truncation=0.0)
 
 
-def _group_epsilon(
+def _group_pld(
     mechanism: SubsampledGaussian,
     parts: tuple[int, ...],
-    delta: float,
     discretization: float | None,
     cache: dict | None = None,
-) -> float:
-    """Epsilon of the composition over silos of groups of `parts` records (one part: one silo)."""
+) -> Any | None:
+    """The composition over silos of groups of `parts` records (one part: one silo); None: no steps."""
     if mechanism.steps == 0:
-        return 0.0
+        return None
     if discretization is None:
         discretization = _default_discretization(mechanism, parts)
     cache = {} if cache is None else cache
@@ -338,4 +392,4 @@ def _group_epsilon(
             cache[part] = _unit_pld(mechanism, part, discretization)
         composed = cache[part] if composed is None else composed.compose(cache[part])
     assert composed is not None  # a group has at least one part
-    return float(composed.get_epsilon_for_delta(delta))
+    return composed

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import math
 import warnings
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from scipy.special import ndtr
@@ -100,6 +102,50 @@ def _add_direction(q: float, sigma: float):
 def _silo_epsilon(
     mechanism: SubsampledGaussian, delta: float, eps_error: float, delta_error: float, add: bool
 ) -> float:
+    try:
+        built = silo_composition(mechanism, eps_error, delta_error, add)
+        if built is None:
+            return 0.0
+        composed, eps_error = built
+        # What PRVAccountant.compute_epsilon returns, from the composition built once.
+        _, _, upper = composed.compute_epsilon(delta, delta_error, eps_error)
+    except RuntimeError as error:
+        raise _undiscretisable(mechanism, error) from None
+    except ValueError:
+        # prv-accountant's grid sums probabilities in long double: a delta within its rounding
+        # error of the grid's size ("Floating point errors will dominate") cannot be resolved.
+        raise _unresolvable(delta) from None
+    return float(upper)
+
+
+#: Below this delta_error, log(12 / delta_error) in the mesh (Gopi et al. Thm. 5.5) overflows.
+_SMALLEST_DELTA_ERROR = 1e-300
+
+
+def _unresolvable(delta: float) -> InvalidParameter:
+    return InvalidParameter(
+        f"the prv accountant cannot resolve delta = {delta:g} (its grid's rounding error is larger); "
+        "use --accountant rdp or pld for so small a delta"
+    )
+
+
+#: The last few compositions: a report accounts epsilon and then the whole privacy curve of the
+#: same run, and one composition at the Fig. 2 setting takes about a second.
+_COMPOSITION_CACHE = 8
+
+
+@lru_cache(maxsize=_COMPOSITION_CACHE)
+def silo_composition(
+    mechanism: SubsampledGaussian, eps_error: float, delta_error: float, add: bool
+) -> tuple[Any, float] | None:
+    """One direction of a run (`add`: the add direction) as prv-accountant's composed discrete
+    PRV, and the eps_error that holds for it (raised above `eps_error` when the mesh had to be
+    coarsened, see the module docstring); None when that direction releases nothing.
+
+    Its delta at epsilon is within [delta(eps + eps_error) - delta_error, delta(eps - eps_error)
+    + delta_error] of the estimate (Gopi et al. 2021, Thm. 5.5), which is what
+    PRVAccountant.compute_delta returns as its lower and upper bounds.
+    """
     from prv_accountant import PRVAccountant
     from prv_accountant.accountant import compute_safe_domain_size
     from prv_accountant.privacy_random_variables import PoissonSubsampledGaussianMechanism
@@ -107,9 +153,11 @@ def _silo_epsilon(
 
     steps = mechanism.steps
     if steps == 0:
-        return 0.0
+        return None
+    if not delta_error >= _SMALLEST_DELTA_ERROR:  # the mesh below would not be a number
+        raise _unresolvable(delta_error)
     if add and mechanism.q >= 1.0:
-        return 0.0  # the Gaussian's loss is symmetric: the remove direction says it all
+        return None  # the Gaussian's loss is symmetric: the remove direction says it all
     if add:
         prv = _add_direction(mechanism.q, mechanism.sigma)
     else:
@@ -141,15 +189,18 @@ def _silo_epsilon(
                 max_self_compositions=[steps],
                 eps_max=eps_max,
             )
-        _, _, upper = accountant.compute_epsilon(delta, [steps])
+        return accountant.compute_composition([steps]), eps_error
     except RuntimeError as error:
-        # prv-accountant's own checks that its grid resolves the loss ("Discrete mean differs
-        # from continuous mean significantly", "Cannot compute epsilon"): with a small sigma and
-        # a large q the loss is too concentrated for the mesh, and any number it would give is
-        # not a bound. Refuse; RDP and PLD have no such grid limit.
-        raise InvalidParameter(
-            f"the prv accountant cannot discretise the privacy loss of sigma = "
-            f"{mechanism.sigma:g}, q = {mechanism.q:g} (prv-accountant: {str(error).rstrip('.')}); "
-            "use --accountant rdp or pld for this mechanism"
-        ) from None
-    return float(upper)
+        raise _undiscretisable(mechanism, error) from None
+
+
+def _undiscretisable(mechanism: SubsampledGaussian, error: RuntimeError) -> InvalidParameter:
+    # prv-accountant's own checks that its grid resolves the loss ("Discrete mean differs
+    # from continuous mean significantly", "Cannot compute epsilon"): with a small sigma and
+    # a large q the loss is too concentrated for the mesh, and any number it would give is
+    # not a bound. Refuse; RDP and PLD have no such grid limit.
+    return InvalidParameter(
+        f"the prv accountant cannot discretise the privacy loss of sigma = "
+        f"{mechanism.sigma:g}, q = {mechanism.q:g} (prv-accountant: {str(error).rstrip('.')}); "
+        "use --accountant rdp or pld for this mechanism"
+    )

@@ -10,6 +10,7 @@ import pytest
 import tomllib
 
 import uldp
+import uldp.accountants
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -68,6 +69,12 @@ def test_entry_points_resolve_on_first_use():
 def test_typed_marker_ships():
     assert (Path(uldp.__file__).parent / "py.typed").is_file()
     assert "py.typed" in str(tomllib.loads((ROOT / "pyproject.toml").read_text()))
+
+
+def test_the_report_schema_ships_as_package_data():
+    # `uldp report --schema` reads it with importlib.resources, from the installed package.
+    assert '"uldp.accountants" = ["report-schema.json"]' in (ROOT / "pyproject.toml").read_text()
+    assert (Path(uldp.accountants.__file__).parent / "report-schema.json").is_file()
 
 
 def test_python_dash_m_uldp(tmp_path):

@@ -55,6 +55,7 @@ from .atomic import atomic_write
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 from .personal_accounting import PersonalAccounting
+from .run_record import kind_of, run_record, write_record
 
 CHECKPOINT_NAME = "checkpoint.pt"
 EVAL_CHUNK = 4096
@@ -478,6 +479,13 @@ def run(
         torch.set_rng_state(state["torch_rng"])
         algorithm.restore(history)
     metrics = MetricsFile(metrics_path, history) if metrics_path else None
+    # What `uldp report` needs to account this run again, beside its metrics and in its checkpoint.
+    plan_params = (
+        algorithm.plan_params(cfg, cfg.rounds, data.n_silos) if kind_of(cfg.algo) == "plan" else None
+    )
+    record = run_record(cfg, data, plan_params, noise_fixed, rounds_done=len(history))
+    if metrics_path:
+        write_record(metrics_path, record)
 
     started = time.perf_counter()
     assert cfg.noise_seed is not None  # _with_entropy has drawn or kept the run's entropy
@@ -530,6 +538,7 @@ def run(
                     "torch_rng": torch.get_rng_state(),
                     "noise_entropy": cfg.noise_seed,
                     "noise_fixed": noise_fixed,
+                    "run": {**record, "rounds_done": t},
                 },
                 checkpoint,
             )
@@ -552,6 +561,19 @@ def run(
         final_plan = accounting_plan(cfg, cfg.rounds, data.n_silos, algorithm)
         assumptions = _assumptions(
             cfg, data, final_plan, algorithm, data.n_silos, noise_fixed, silos.assumptions(cfg)
+        )
+    if metrics_path:
+        write_record(
+            metrics_path,
+            run_record(
+                cfg,
+                data,
+                plan_params,
+                noise_fixed,
+                finished=True,
+                rounds_done=len(history),
+                assumptions=assumptions,
+            ),
         )
     return TrainResult(history, params, summary, assumptions)
 
@@ -629,6 +651,7 @@ CHECKPOINT_KEYS = frozenset(
         "torch_rng",
         "noise_entropy",
         "noise_fixed",
+        "run",
     )
 )
 

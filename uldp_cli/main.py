@@ -36,6 +36,7 @@ SUBCOMMANDS: Mapping[str, str] = MappingProxyType(
         "personalize": "Per-record sampling probabilities from per-record budgets (rPDP-FL).",
         "dropout": "Privacy lost when participants drop out, and the noise that restores it.",
         "subject": "Subject-level DP across federation members (horizontal composition).",
+        "report": "A privacy statement for a plan or a run: every guarantee and what it means.",
         "train": "Train with a ULDP-FL algorithm and track utility and epsilon per round.",
         "bench": "Benchmarks: the cost of the private weighting protocol.",
     }

@@ -91,6 +91,18 @@ def test_account_with_an_algorithm_imports_no_torch() -> None:
     assert [m for m in loaded if m.split(".")[0] == "torch"] == []
 
 
+def test_a_report_of_a_plan_or_a_json_opacus_state_imports_no_torch(tmp_path) -> None:
+    # Reading a JSON Opacus state or stating a plan needs no torch; only a .pt file or a run does.
+    state = tmp_path / "opacus.json"
+    state.write_text('{"history": [[1.0, 0.01, 100]], "mechanism": "rdp"}')
+    for args in (
+        ["--algo", "uldp-avg", "--sigma", "5", "--rounds", "10", "--user-q", "0.5"],
+        ["--opacus", str(state)],
+    ):
+        loaded = _modules_loaded_by(["report", *args, "--accountant", "rdp", "--format", "json"])
+        assert [m for m in loaded if m.split(".")[0] == "torch"] == [], args
+
+
 def test_python_m_version() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "uldp", "--version"],

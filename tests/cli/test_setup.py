@@ -69,6 +69,12 @@ def test_readme_set_up_activates_the_venv_once_after_the_one_line_installs() -> 
         "&& .venv/bin/uldp account --sigma 5 --q 0.01 --steps 100000 "
         "--k 1,2,4,8,16,32,64 --group-method rdp,normal,pld"
     )
-    assert second.endswith("&& .ci/static-checks && .venv/bin/python -m pytest -q tests")
+    assert second.endswith(
+        "&& .ci/static-checks && .venv/bin/python -m pytest -q -n 2 --dist loadgroup tests"
+    )
+    # ... which is what CI runs.
+    assert second.split("&& ")[-1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").replace(
+        '"$PY"', ".venv/bin/python"
+    )
     assert activate == ". .venv/bin/activate"
     assert os.access(SCRIPT, os.X_OK)

@@ -7,3 +7,13 @@ import pytest
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "slow: starts a real Flower deployment (30-60 s each)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`.ci/run`: `-n 2 --dist loadgroup`) every Flower test runs on one
+    worker, one after another: each starts Ray or a deployment of its own, which two at once on
+    two cores would slow past their timeouts."""
+    here = __file__.rsplit("/", 1)[0]
+    for item in items:
+        if str(item.path).startswith(here):
+            item.add_marker(pytest.mark.xdist_group("flower"))

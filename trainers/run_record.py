@@ -1,0 +1,238 @@
+"""What a training run records for `uldp report`, and reading it back.
+
+The per-round metrics say how a run went; they do not say what was accounted. So every run with
+`--metrics FILE` also writes `FILE.run.json`, and every checkpoint holds the same record under
+"run": the algorithm, the settings its accounting reads (`Algorithm.plan_params`, the same dict
+`runner.accounting_plan` compiles), delta, the rounds planned, and what the report's caveats
+need (a fixed noise seed, user sampling, dropouts, secure weighting). It is written atomically
+before round 1 and again when the run ends (then with `finished` and the assumptions), so an
+interrupted run still has a record next to the rounds it completed.
+
+`RUN_FORMAT` is the record's version: a record of another version is refused by name rather than
+half understood.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from uldp.errors import DataError
+
+from .algorithms import TrainConfig, get_algorithm
+from .metrics_file import metrics_format, write_atomic
+
+RUN_FORMAT = 1
+RECORD_SUFFIX = ".run.json"
+
+#: What a run's epsilons are: one user-level plan, per-tier, per-subject or per-round releases.
+KINDS = ("plan", "personalized", "subject", "observed", "none")
+
+
+def record_path(metrics_path: str | os.PathLike) -> Path:
+    """Where the record of a run whose metrics go to `metrics_path` lives: `FILE.run.json`."""
+    path = Path(metrics_path)
+    return path.with_name(path.name + RECORD_SUFFIX)
+
+
+def kind_of(algo: str) -> str:
+    spec = get_algorithm(algo)
+    if not spec.private:
+        return "none"
+    if spec.record_level:
+        return "personalized"
+    if spec.subject_level:
+        return "subject"
+    if spec.observed:
+        return "observed"
+    return "plan"
+
+
+def _plain(value: Any) -> Any:
+    """JSON-able: numpy scalars to Python, tuples to lists, inf/nan to None."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if hasattr(value, "item") and not isinstance(value, (str, bytes)):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def run_record(
+    cfg: TrainConfig,
+    data,
+    plan_params: dict[str, Any] | None,
+    noise_fixed: bool,
+    *,
+    finished: bool = False,
+    rounds_done: int = 0,
+    assumptions: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    """The record of a run of `cfg` on `data` (see the module docstring)."""
+    from uldp import __version__
+
+    spec = get_algorithm(cfg.algo)
+    return _plain(
+        {
+            "format": "uldp-run",
+            "format_version": RUN_FORMAT,
+            "uldp_version": __version__,
+            "algorithm": cfg.algo,
+            "accounted_as": spec.accounted_as or spec.name,
+            "kind": kind_of(cfg.algo),
+            "plan_params": plan_params,
+            "delta": cfg.delta,
+            "rounds": cfg.rounds,
+            "sigma": cfg.sigma,
+            "user_q": cfg.user_q,
+            "secure": cfg.secure,
+            "secure_capable": spec.secure,
+            "noise_fixed": noise_fixed,
+            "dropout": cfg.dropout,
+            "dropout_schedule": cfg.dropout_schedule is not None,
+            "data": {
+                "name": data.name,
+                "synthetic": bool(data.synthetic),
+                "records": int(len(data.y_train)),
+                "users": int(data.n_users),
+                "silos": int(data.n_silos),
+            },
+            "finished": finished,
+            "rounds_done": rounds_done,
+            "assumptions": assumptions,
+        }
+    )
+
+
+def write_record(metrics_path: str | os.PathLike, record: dict[str, Any]) -> None:
+    write_atomic(record_path(metrics_path), (json.dumps(record, indent=1) + "\n").encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class RunFiles:
+    """A run as its files hold it: the record and the rows of the rounds it completed."""
+
+    record: dict[str, Any]
+    rows: list[dict[str, Any]]
+    where: str  # the path the user gave, for messages
+
+    @property
+    def rounds_done(self) -> int:
+        return int(self.rows[-1]["round"]) if self.rows else 0
+
+
+def check_record(record: Any, where: str) -> dict[str, Any]:
+    """`record` if it is a run record this version reads, else DataError naming the problem."""
+    if not isinstance(record, dict) or record.get("format") != "uldp-run":
+        raise DataError(f"--run: {where} holds no uldp run record")
+    version = record.get("format_version")
+    if version != RUN_FORMAT:
+        raise DataError(
+            f"--run: {where} was written by uldp {record.get('uldp_version', '?')} (run record format "
+            f"{version}); this uldp reads format {RUN_FORMAT}: report it with the uldp that wrote it"
+        )
+    missing = {"algorithm", "kind", "plan_params", "delta", "rounds", "noise_fixed"} - set(record)
+    if missing or record["kind"] not in KINDS:
+        raise DataError(f"--run: {where}'s run record is incomplete (missing {', '.join(sorted(missing))})")
+    return record
+
+
+def read_metrics_run(path: Path) -> RunFiles:
+    """A metrics file (JSON lines or CSV) and the record beside it."""
+    where = str(path)
+    side = record_path(path)
+    if not side.exists():
+        raise DataError(
+            f"--run: no run record beside {where} (expected {side.name}): the run was made by a uldp "
+            "before 0.2, or the file was moved without it"
+        )
+    try:
+        record = json.loads(side.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        raise DataError(f"--run: {side} is truncated or not JSON") from None
+    record = check_record(record, str(side))
+    rows = _read_rows(path, metrics_format(path))
+    _check_rows(rows, record, where)
+    return RunFiles(record, rows, where)
+
+
+def _read_rows(path: Path, fmt: str) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise DataError(f"--run: {path} cannot be read ({type(error).__name__})") from None
+    if fmt == "jsonl":
+        rows = []
+        for number, line in enumerate(text.splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise DataError(f"--run: {path} is truncated or damaged at line {number}") from None
+            if not isinstance(row, dict):
+                raise DataError(f"--run: {path} line {number} is not a metrics row")
+            rows.append({k: (math.inf if v is None and "epsilon" in k else v) for k, v in row.items()})
+        return rows
+    reader = csv.DictReader(text.splitlines())
+    out = []
+    for number, row in enumerate(reader, start=2):
+        if None in row or any(v is None for v in row.values()):
+            raise DataError(f"--run: {path} is truncated or damaged at line {number}")
+        out.append({k: _number(v) for k, v in row.items()})
+    return out
+
+
+def _number(text: str) -> Any:
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return int(value) if value.is_integer() and "." not in text and "e" not in text.lower() else value
+
+
+def _check_rows(rows: list[dict[str, Any]], record: dict[str, Any], where: str) -> None:
+    """Rounds 1..t in order, each with an epsilon; as many as a finished run says it ran."""
+    for i, row in enumerate(rows, start=1):
+        if row.get("round") != i or "epsilon" not in row:
+            raise DataError(f"--run: {where} row {i} is not round {i} of a uldp train run: damaged or edited")
+    if record.get("finished") and len(rows) != record.get("rounds_done"):
+        raise DataError(
+            f"--run: {where} holds {len(rows)} rounds, but its run record says the run finished "
+            f"{record.get('rounds_done')}: truncated"
+        )
+
+
+def read_checkpoint_run(path: Path) -> RunFiles:
+    """A checkpoint directory (or file): its record and history (torch, to read the file)."""
+    from .runner import CHECKPOINT_NAME, read_checkpoint
+
+    checkpoint = path / CHECKPOINT_NAME if path.is_dir() else path
+    if not checkpoint.exists():
+        raise DataError(f"--run: {path} holds no {CHECKPOINT_NAME}")
+    try:
+        state = read_checkpoint(checkpoint)
+    except DataError as error:
+        raise DataError(str(error).replace("--checkpoint:", "--run:").split("; give")[0]) from None
+    record = check_record(state.get("run"), str(checkpoint))
+    rows = list(state["history"])
+    _check_rows(rows, {**record, "finished": False}, str(checkpoint))
+    return RunFiles(record, rows, str(checkpoint))
+
+
+def read_run(path: str | os.PathLike) -> RunFiles:
+    """A run from its metrics file (with its record) or its checkpoint directory."""
+    path = Path(path)
+    if not path.exists():
+        raise DataError(f"--run: {path} does not exist")
+    if path.is_dir() or path.suffix == ".pt":
+        return read_checkpoint_run(path)
+    return read_metrics_run(path)

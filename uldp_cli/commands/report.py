@@ -1,0 +1,367 @@
+"""`uldp report`: one privacy statement for a plan, a run, or a centralised DP-SGD run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import cast
+
+import click
+
+from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
+from uldp.accountants.algorithms import Plan
+from uldp.accountants.events import Composed, SubsampledGaussian
+from uldp.accountants.statement import (
+    REPORT_ACCOUNTANTS,
+    REPORT_GROUP_METHODS,
+    Accounting,
+    Statement,
+    dp_sgd_statement,
+    plan_statement,
+)
+
+from ..accounting_options import (
+    K_MAX,
+    algorithm_options,
+    build_plan,
+    check_group_sizes,
+    conversion_option,
+    expand_methods,
+    refuse_unused,
+)
+from ..accounting_options import orders_option as orders_opt
+from ..config import config_option
+from ..errors import library_errors
+from ..files import atomic_write_text
+from ..options import (
+    COUNT_MAX,
+    NoiseMultiplier,
+    OutputFile,
+    PositiveInt,
+    Probability,
+    comma_list_option,
+    delta_option,
+)
+from ..progress import status
+from ..report_render import REPORT_FORMATS, draw_roc_plot, render_markdown, render_table
+
+#: --epochs of a DP-SGD description: up to a million passes over the data.
+EPOCHS_MAX = 10**6
+
+
+def _sources(run, opacus, dataset_size, sigma) -> str:
+    given = [name for name, value in (("--run", run), ("--opacus", opacus)) if value is not None]
+    if len(given) > 1:
+        raise click.UsageError("give one of --run and --opacus")
+    if given and dataset_size is not None:
+        raise click.UsageError(f"--dataset-size describes a DP-SGD run of its own; drop it with {given[0]}")
+    if given:
+        if sigma is not None:
+            raise click.BadParameter(
+                f"the noise is the one {given[0]} recorded; drop it", param_hint="'--sigma'"
+            )
+        return given[0][2:]
+    if sigma is None:
+        raise click.UsageError(
+            "give --sigma with a plan (--q/--steps, --algo, or --dataset-size), or --run / --opacus"
+        )
+    return "dp-sgd" if dataset_size is not None else "plan"
+
+
+@click.command("report")
+@click.option(
+    "--sigma", type=NoiseMultiplier(), default=None, help="Noise multiplier of a plan, in [1e-6, 1e6]."
+)
+@click.option("--q", type=Probability(), default=None, help="Poisson sampling rate per step, in (0, 1].")
+@click.option("--steps", type=PositiveInt(COUNT_MAX), default=None, help="Number of steps T, in [1, 1e12].")
+@algorithm_options(many=False)
+@click.option(
+    "--run",
+    type=click.Path(exists=True, path_type=Path),
+    default=None,
+    help="A uldp train run: its --metrics file (with FILE.run.json beside it) or --checkpoint DIR.",
+)
+@click.option(
+    "--opacus",
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    default=None,
+    help="An Opacus RDPAccountant state (JSON or torch .pt: state_dict() or its history).",
+)
+@click.option(
+    "--dataset-size",
+    type=PositiveInt(COUNT_MAX),
+    default=None,
+    help="A centralised DP-SGD run as TF-Privacy describes it: N records (with --batch-size, --epochs).",
+)
+@click.option(
+    "--epochs",
+    type=click.FloatRange(min=0, min_open=True, max=EPOCHS_MAX),
+    default=None,
+    help=f"DP-SGD epochs over --dataset-size, in (0, {EPOCHS_MAX:.0e}].",
+)
+@click.option(
+    "--max-examples-per-user",
+    type=PositiveInt(K_MAX),
+    default=None,
+    help=f"Most records one person has (DP-SGD, --opacus): user level as that group, in [1, {K_MAX}].",
+)
+@delta_option
+@comma_list_option(
+    "--k",
+    "ks",
+    item_type=PositiveInt(K_MAX),
+    default=[1],
+    show_default=True,
+    help=f"Group sizes to state (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.",
+)
+@comma_list_option(
+    "--group-method",
+    "methods",
+    item_type=click.Choice([*GROUP_METHODS, "all"]),
+    default=list(REPORT_GROUP_METHODS),
+    show_default=True,
+    help="Group bounds: rdp (Lemma 6), normal (Lemma 5), pld (tight), or all.",
+)
+@comma_list_option(
+    "--accountant",
+    "accountants",
+    item_type=click.Choice(ACCOUNTANTS),
+    default=list(REPORT_ACCOUNTANTS),
+    show_default=True,
+    help="Accountants to state side by side (RDP next to the tight PLD and PRV).",
+)
+@conversion_option
+@orders_opt
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(REPORT_FORMATS),
+    default="table",
+    show_default=True,
+    help="table (a statement for people), markdown (a model-card section), json (docs/report-schema.json).",
+)
+@click.option(
+    "--plot", type=OutputFile(), default=None, help="Also draw the attacker's ROC bound per claim (PNG)."
+)
+@click.option(
+    "--out", type=OutputFile(), default=None, help="Write the statement to this file (atomically) too."
+)
+@click.option(
+    "--dp-event",
+    is_flag=True,
+    default=False,
+    help="Print the mechanism as dp-accounting DpEvents (JSON) instead, to re-account it with dp-accounting.",
+)
+@click.option(
+    "--schema", is_flag=True, default=False, help="Print the JSON Schema of --format json and exit."
+)
+@config_option
+def command(
+    sigma,
+    q,
+    steps,
+    algo,
+    rounds,
+    user_q,
+    silos,
+    silo_sizes,
+    batch_size,
+    record_q,
+    local_epochs,
+    run,
+    opacus,
+    dataset_size,
+    epochs,
+    max_examples_per_user,
+    delta,
+    ks,
+    methods,
+    accountants,
+    conversion,
+    orders,
+    fmt,
+    plot,
+    out,
+    dp_event,
+    schema,
+):
+    """A privacy statement a reviewer can sign: every guarantee of one run, what each assumes, and
+    what it means to a membership-inference attacker.
+
+    \b
+    A plan (the flags of uldp account):
+      uldp report --sigma 5 --q 0.01 --steps 100000 --k 8
+      uldp report --algo uldp-avg --sigma 5 --rounds 100 --user-q 0.5
+    A finished or interrupted run:
+      uldp report --run metrics.jsonl        (or --run CHECKPOINT_DIR)
+    A centralised DP-SGD run (TF-Privacy's inputs), or an Opacus accountant:
+      uldp report --sigma 1.1 --dataset-size 60000 --batch-size 256 --epochs 60 --max-examples-per-user 4
+      uldp report --opacus accountant.json
+    """
+    if schema:
+        from uldp.accountants.report_schema import schema_text
+
+        click.echo(schema_text(), nl=False)
+        return
+    source = _sources(run, opacus, dataset_size, sigma)
+    methods = expand_methods(methods)
+    accountants = list(dict.fromkeys(accountants))
+    check_group_sizes([*ks, max_examples_per_user or 1], methods)
+    if max_examples_per_user is not None and source not in ("dp-sgd", "opacus"):
+        raise click.BadParameter(
+            "applies to a DP-SGD description or --opacus", param_hint="'--max-examples-per-user'"
+        )
+    if source != "dp-sgd" and epochs is not None:
+        raise click.BadParameter(
+            "describes a DP-SGD run: give it with --dataset-size", param_hint="'--epochs'"
+        )
+    how = Accounting(delta, tuple(ks), tuple(accountants), tuple(methods), conversion, orders)
+    with library_errors():
+        plan = None
+        if source == "plan":
+            refuse_unused(click.get_current_context(), [algo], group=any(k > 1 for k in ks))
+            plan = build_plan(
+                algo,
+                sigma=sigma,
+                q=q,
+                steps=steps,
+                rounds=rounds,
+                user_q=user_q,
+                silos=silos,
+                silo_sizes=silo_sizes,
+                batch_size=batch_size,
+                record_q=record_q,
+                local_epochs=local_epochs,
+                k=None,
+            )
+        elif source == "dp-sgd":
+            description = _dp_sgd_description(
+                sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo
+            )
+            plan = Plan("mechanism", description.mechanism(), None)
+        elif source == "opacus":
+            plan = _opacus_plan(opacus, max_examples_per_user)
+        if dp_event:
+            click.echo(json.dumps(_dp_event_document(plan, run), indent=2))
+            return
+        with status(fmt, "accounting") as update:
+            if source == "run":
+                from uldp.trainers.run_record import read_run
+                from uldp.trainers.run_report import run_statement
+
+                statement = run_statement(read_run(run), how, progress=update)
+            elif source == "dp-sgd":
+                statement = dp_sgd_statement(description, how, progress=update)
+            else:
+                assert plan is not None
+                statement = plan_statement(
+                    plan,
+                    how,
+                    user_k=max_examples_per_user,
+                    source=source,
+                    title=_title(source, plan, opacus),
+                    progress=update,
+                )
+            if source != "run":
+                assert plan is not None
+                statement.settings = _settings(
+                    source, plan, dataset_size, batch_size, epochs, max_examples_per_user
+                )
+    _render(statement, fmt, out)
+    if plot is not None:
+        draw_roc_plot(plot, statement)
+        if fmt == "table":
+            click.echo(f"ROC bound written to {plot}")
+
+
+def _render(statement: Statement, fmt: str, out: Path | None) -> None:
+    """The statement to stdout in `fmt`; with --out, also to that file (Markdown for .md, else
+    JSON), written atomically."""
+    if fmt == "table":
+        render_table(statement)
+    else:
+        click.echo(_text(statement, fmt), nl=False)
+    if out is not None:
+        atomic_write_text(out, _text(statement, "markdown" if out.suffix == ".md" else "json"))
+
+
+def _text(statement: Statement, fmt: str) -> str:
+    if fmt == "markdown":
+        return render_markdown(statement)
+    from ..render import _jsonable
+
+    return json.dumps(_jsonable(statement.as_dict())[0], indent=2, allow_nan=False) + "\n"
+
+
+def _dp_sgd_description(sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo):
+    from uldp.accountants.external import DpSgdDescription
+
+    for flag, value in (("--q", q), ("--steps", steps), ("--algo", algo)):
+        if value is not None:
+            raise click.BadParameter(
+                "a DP-SGD description derives q = batch / N and its steps from --epochs; drop it",
+                param_hint=f"'{flag}'",
+            )
+    if batch_size is None or epochs is None:
+        raise click.UsageError(
+            "--dataset-size needs --batch-size and --epochs (TF-Privacy's DP-SGD description)"
+        )
+    return DpSgdDescription(
+        noise_multiplier=sigma,
+        batch_size=batch_size,
+        dataset_size=dataset_size,
+        epochs=epochs,
+        max_examples_per_user=max_examples_per_user,
+    )
+
+
+def _opacus_plan(path: Path, max_examples_per_user: int | None) -> Plan:
+    # JSON or a torch file, told apart by its first bytes; torch is imported only for the latter.
+    from uldp.trainers.external_files import read_opacus_state
+
+    event = read_opacus_state(path)
+    return Plan(
+        "mechanism",
+        event,  # type: ignore[arg-type]
+        None,
+        {
+            "mechanism": f"the Opacus RDPAccountant history in {path.name}: {_describe(event)}",
+            "neighbouring": "add or remove one record (one user's records for user level)",
+        },
+    )
+
+
+def _describe(event: SubsampledGaussian | Composed) -> str:
+    parts = cast(tuple[SubsampledGaussian, ...], event.events if isinstance(event, Composed) else (event,))
+    return "; ".join(f"{p.steps} steps at sigma = {p.sigma:g}, q = {p.q:g}" for p in parts)
+
+
+def _title(source: str, plan: Plan, opacus: Path | None) -> str:
+    if source == "opacus":
+        return f"Opacus DP-SGD ({opacus.name if opacus else ''})"
+    return "DP-SGD (a Poisson-subsampled Gaussian)" if plan.algorithm == "mechanism" else plan.algorithm
+
+
+def _settings(source, plan: Plan, dataset_size, batch_size, epochs, max_examples_per_user) -> dict:
+    out: dict = {"algorithm": plan.algorithm}
+    if source == "dp-sgd":
+        out.update(
+            dataset_size=dataset_size,
+            batch_size=batch_size,
+            epochs=epochs,
+            max_examples_per_user=max_examples_per_user,
+        )
+    return out
+
+
+def _dp_event_document(plan: Plan | None, run: Path | None) -> dict:
+    """The mechanism as dp-accounting DpEvents, with how to re-account it."""
+    from uldp.accountants.dp_events import dp_event_document
+
+    if plan is None:
+        from uldp.trainers.run_record import read_run
+        from uldp.trainers.run_report import run_plan
+
+        assert run is not None  # no plan: the source is a run
+        plan = run_plan(read_run(run))
+    return dp_event_document(plan)

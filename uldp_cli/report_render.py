@@ -1,0 +1,187 @@
+"""`uldp report`'s three faces of one `Statement`: a terminal statement, a Markdown model-card
+section, and the attacker's ROC bound as a PNG. (JSON is `Statement.as_dict`.)"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+
+from uldp.accountants.statement import Claim, Statement
+from uldp.accountants.tradeoff import FPRS, roc_bound, tpr_from_dp
+
+from .render import format_cell
+
+REPORT_FORMATS = ("table", "markdown", "json")
+
+
+def _eps(value: float) -> str:
+    return format_cell(value)
+
+
+def _pct(value: float) -> str:
+    return f"{100 * value:.3g}%"
+
+
+def _gap(claim: Claim) -> str:
+    gap = claim.gap
+    return "-" if gap is None else f"{gap:.3g}x"
+
+
+def _summary_rows(statement: Statement) -> list[list[str]]:
+    rows = []
+    for claim in statement.claims:
+        best, attack = claim.best, claim.attack()
+        tprs = ["-"] * len(FPRS) if attack is None else [_pct(t) for t in attack.tprs]
+        rows.append([claim.unit, claim.view, _eps(best.epsilon), best.accountant.upper(), _gap(claim), *tprs])
+    return rows
+
+
+SUMMARY_HEADERS = ["protects", "against", "epsilon", "by", "RDP/tight", *[f"TPR@{_pct(f)}" for f in FPRS]]
+#: What the TPR columns are, under the summary table.
+TPR_CAPTION = (
+    "TPR@x%: the largest share of members any membership-inference attack can flag while it flags x% "
+    "of non-members (from the privacy curve)"
+)
+
+
+def render_table(statement: Statement) -> None:
+    """The statement for a terminal: the claims, every bound, what they mean, caveats, assumptions."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    from .render import _print_indented
+
+    console = Console(highlight=False)
+    table = Table(title=f"uldp report: {statement.title}", caption=TPR_CAPTION, caption_justify="left")
+    for i, header in enumerate(SUMMARY_HEADERS):
+        table.add_column(header, justify="right" if i >= 2 and header != "by" else "left")
+    for row in _summary_rows(statement):
+        table.add_row(*(Text(cell) for cell in row))
+    console.print(table)
+    bounds = Table(title="Every bound (a claim's epsilon is the smallest)")
+    for header in ("protects", "against", "bound", "epsilon", "order", "note"):
+        bounds.add_column(header, justify="right" if header in ("epsilon", "order") else "left")
+    for claim in statement.claims:
+        for b in claim.bounds:
+            bounds.add_row(
+                *(
+                    Text(c)
+                    for c in (
+                        claim.unit,
+                        claim.view,
+                        b.label,
+                        _eps(b.epsilon),
+                        format_cell(b.order),
+                        b.note or "-",
+                    )
+                )
+            )
+    console.print(bounds)
+    for heading, lines in (
+        ("What it means", statement.as_dict()["meaning"]),
+        ("Caveats", statement.caveats),
+        ("Checks", statement.checks),
+    ):
+        if lines:
+            console.print(Text(heading, style="bold"))
+            for line in lines:
+                _print_indented(console, f"- {line}")
+    console.print(Text("Assumptions", style="bold"))
+    for key, value in statement.assumptions.items():
+        _print_indented(console, f"{key}: {value}")
+
+
+def render_markdown(statement: Statement) -> str:
+    """A model-card section ('Privacy'), to paste into a paper's appendix or a Hugging Face card."""
+    lines = [f"## Privacy: {statement.title}", ""]
+    lines.append(
+        f"Trained with differential privacy. Every epsilon below is an upper bound at delta = "
+        f"{statement.delta:g}."
+    )
+    lines.append("")
+    lines.append(f"{TPR_CAPTION}.")
+    lines.append("")
+    lines.append("| " + " | ".join(SUMMARY_HEADERS) + " |")
+    lines.append(
+        "|" + "|".join("---" if i < 2 or i == 3 else "---:" for i in range(len(SUMMARY_HEADERS))) + "|"
+    )
+    for row in _summary_rows(statement):
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |")
+    lines += [
+        "",
+        "### Every bound",
+        "",
+        "| protects | against | bound | epsilon | order |",
+        "|---|---|---|---:|---:|",
+    ]
+    for claim in statement.claims:
+        for b in claim.bounds:
+            lines.append(
+                f"| {claim.unit} | {claim.view} | {b.label} | {_eps(b.epsilon)} | {format_cell(b.order)} |"
+            )
+    for heading, items in (
+        ("What it means", statement.as_dict()["meaning"]),
+        ("Caveats", statement.caveats),
+        ("Checks", statement.checks),
+    ):
+        if items:
+            lines += ["", f"### {heading}", ""] + [f"- {item}" for item in items]
+    lines += ["", "### Assumptions", ""] + [f"- **{k}**: {v}" for k, v in statement.assumptions.items()]
+    lines += ["", "_Generated by `uldp report`._", ""]
+    return "\n".join(lines)
+
+
+#: The ROC plot's false-positive rates: log-spaced, where the bounds differ most.
+ROC_FPRS = np.geomspace(1e-5, 1.0, 120)
+
+
+def claim_roc(claim: Claim, fprs: np.ndarray = ROC_FPRS) -> np.ndarray:
+    """The smallest TPR bound over the claim's bounds at each FPR (each is valid)."""
+    curves = []
+    for b in claim.bounds:
+        if not math.isfinite(b.epsilon):
+            continue
+        if b.event is None:
+            curves.append(tpr_from_dp(b.epsilon, b.delta, fprs))
+            continue
+        try:
+            curves.append(
+                roc_bound(
+                    b.event,
+                    b.accountant,
+                    fprs,
+                    conversion=b.conversion or "improved",
+                    group_method="normal" if b.method == "normal" else "rdp",
+                    epsilon=b.epsilon,
+                    delta=b.delta,
+                )
+            )
+        except ValueError:
+            curves.append(tpr_from_dp(b.epsilon, b.delta, fprs))
+    return np.min(curves, axis=0) if curves else np.ones_like(fprs)
+
+
+def draw_roc_plot(path: Path, statement: Statement) -> None:
+    """The attacker's ROC bound per claim (log FPR), with chance as the diagonal."""
+    from .figures import save_png, subplots
+
+    figure, axes = subplots(figsize=(7, 5), dpi=120)
+    for claim in statement.claims:
+        axes.plot(
+            ROC_FPRS, claim_roc(claim), label=f"{claim.unit} ({claim.view}), eps {_eps(claim.best.epsilon)}"
+        )
+    axes.plot(ROC_FPRS, ROC_FPRS, color="gray", ls=":", lw=0.9, label="chance (no information)")
+    axes.set_xscale("log")
+    axes.set_xlim(ROC_FPRS[0], 1)
+    axes.set_ylim(0, 1.01)
+    axes.set_xlabel("false-positive rate")
+    axes.set_ylabel("true-positive rate (upper bound)")
+    axes.set_title(
+        f"Membership inference ROC bound: {statement.title}, delta = {statement.delta:g}", fontsize=9
+    )
+    axes.grid(True, alpha=0.3)
+    axes.legend(fontsize=7, loc="upper left")
+    save_png(figure, path)
