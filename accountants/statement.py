@@ -546,7 +546,11 @@ def meaning(statement: Statement) -> list[str]:
             out.append(f"{claim.unit} ({claim.view}): no finite bound at delta = {best.delta:g}.")
             continue
         fpr, tpr, point = attack.fprs[1], attack.tprs[1], claim.point_attack()[1]
-        crude = f" (e^epsilon FPR + delta alone would allow {point:.1%})" if point > tpr + 5e-4 else ""
+        crude = (
+            f" (e^epsilon FPR + delta alone would allow {point:.1%})"
+            if f"{point:.1%}" != f"{tpr:.1%}"
+            else ""
+        )
         out.append(
             f"{claim.unit} ({claim.view}): epsilon {best.epsilon:.3g} at delta {best.delta:g}; an attacker "
             f"who wrongly accuses {fpr:.0%} of non-members catches at most {tpr:.1%} of members{crude}."

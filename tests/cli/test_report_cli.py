@@ -59,6 +59,15 @@ def test_a_user_level_algorithm_states_the_user_and_the_servers_view_as_uldp_acc
     assert _claims(document)["one record"]["epsilon"] == user["epsilon"]  # a record is part of a user
 
 
+def test_uldp_group_states_its_records_and_its_users_as_uldp_account():
+    group = ("--algo", "uldp-group", "--sigma", "5", "--rounds", "10", "--record-q", "0.01", "--silos", "3")
+    document = report_json(*group, "--k", "4", "--accountant", "rdp,pld")
+    accounted = account_json(*group, "--k", "4", "--group-method", "all")
+    user = _claims(document)["one user (every silo)"]
+    assert _by(user) == {(r["accountant"], r["method"]): r["epsilon"] for r in accounted["results"]}
+    assert "at most 4 records" in user["note"]
+
+
 def test_every_attack_bound_is_a_valid_and_ordered_rate():
     document = report_json(*MECHANISM, "--k", "2")
     for claim in document["claims"]:

@@ -27,6 +27,7 @@ from ..accounting_options import (
     check_group_sizes,
     conversion_option,
     expand_methods,
+    plan_reads,
     refuse_unused,
 )
 from ..accounting_options import orders_option as orders_opt
@@ -232,7 +233,8 @@ def command(
                 batch_size=batch_size,
                 record_q=record_q,
                 local_epochs=local_epochs,
-                k=None,
+                # ULDP-GROUP-k keeps k records per user: the largest --k, as in `uldp account`.
+                k=max(ks) if algo is not None and plan_reads(algo, "k") else None,
             )
         elif source == "dp-sgd":
             description = _dp_sgd_description(
