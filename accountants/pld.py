@@ -321,8 +321,9 @@ def _default_discretization(mechanism: SubsampledGaussian, parts: tuple[int, ...
 
 #: The last few runs' PLDs: a report accounts epsilon and then the whole curve of the same
 #: mechanism, and a group's mixture PLD can take seconds to build (dp-accounting's PLDs are
-#: never modified in place: composing returns a new one).
-_UNIT_CACHE = 8
+#: never modified in place: composing returns a new one). Few, because a composed PLD of many
+#: steps holds millions of points and a calibration's bisection would keep every one it tried.
+_UNIT_CACHE = 4
 
 
 @lru_cache(maxsize=_UNIT_CACHE)

@@ -130,8 +130,9 @@ def _unresolvable(delta: float) -> InvalidParameter:
 
 
 #: The last few compositions: a report accounts epsilon and then the whole privacy curve of the
-#: same run, and one composition at the Fig. 2 setting takes about a second.
-_COMPOSITION_CACHE = 8
+#: same run, and one composition at the Fig. 2 setting takes about a second. Four: both
+#: directions of two silos; a composition can hold 4M long doubles (64 MB, MAX_GRID_POINTS).
+_COMPOSITION_CACHE = 4
 
 
 @lru_cache(maxsize=_COMPOSITION_CACHE)

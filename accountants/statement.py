@@ -28,7 +28,7 @@ from uldp.errors import InvalidParameter
 
 from .account import METHOD_LABELS, Guarantee, account, account_plan
 from .algorithms import Plan
-from .assumptions import ACCOUNTANT_TEXT, CONVERSION_TEXT
+from .assumptions import Assumptions
 from .events import Event, Group, KnownParticipation, SubsampledGaussian
 from .external import DpSgdDescription
 from .orders import Orders, OrdersSpec
@@ -230,7 +230,7 @@ def _bound(g: Guarantee, event: Event, orders: OrdersSpec, label: str | None = N
 def _label(g: Guarantee) -> str:
     text = METHOD_LABELS.get(g.method, g.method)
     if g.method in ("record", "user"):
-        return f"{ACCOUNTANT_TEXT[g.accountant].split(' (')[0]}"
+        return g.accountant.upper()
     if g.method == "pld":
         return text
     return f"{text}, RDP"
@@ -267,41 +267,33 @@ def mechanism_claims(
     delta, conversion, orders = how.delta, how.conversion, how.orders
     claims = []
     for k in dict.fromkeys(ks):
+        # One record by each accountant; a group of k by each group method (`account` maps the
+        # method to its accountant).
+        asks = (
+            [(f"{unit} level by {a}", {"accountants": (a,)}, mechanism) for a in how.accountants]
+            if k == 1
+            else [
+                (f"k = {k} by the {m} group method", {"methods": (m,)}, Group(mechanism, k))
+                for m in how.methods
+            ]
+        )
         found: list[Bound] = []
-        if k == 1:
-            for acc in how.accountants:
-                if progress:
-                    progress(f"{unit} level, {acc}")
-                g = _guarded(
-                    failures,
-                    f"{unit} level by {acc}",
-                    account,
-                    mechanism,
-                    delta=delta,
-                    ks=(1,),
-                    accountants=(acc,),
-                    conversion=conversion,
-                    orders=orders,
-                )
-                if g is not None:
-                    found.append(_bound(g, mechanism, orders))
-        else:
-            for method in how.methods:
-                if progress:
-                    progress(f"k = {k}, {method}")
-                g = _guarded(
-                    failures,
-                    f"k = {k} by the {method} group method",
-                    account,
-                    mechanism,
-                    delta=delta,
-                    ks=(k,),
-                    methods=(method,),
-                    conversion=conversion,
-                    orders=orders,
-                )
-                if g is not None:
-                    found.append(_bound(g, Group(mechanism, k), orders))
+        for what, choice, event in asks:
+            if progress:
+                progress(what)
+            g = _guarded(
+                failures,
+                what,
+                account,
+                mechanism,
+                delta=delta,
+                ks=(k,),
+                conversion=conversion,
+                orders=orders,
+                **choice,
+            )
+            if g is not None:
+                found.append(_bound(g, event, orders))
         if not found:
             continue
         words = f"one {unit}" if k == 1 else f"any {k} {unit}s"
@@ -490,23 +482,25 @@ def _title(plan: Plan) -> str:
     return plan.algorithm
 
 
-def _assumptions(plan: Plan, how: Accounting, used: Sequence[str]) -> dict:
-    delta, conversion, orders = how.delta, how.conversion, how.orders
-    out = {
-        "delta": f"{delta:g}",
-        "accountant": "; ".join(ACCOUNTANT_TEXT[a] for a in used),
-    }
-    if "rdp" in used:
-        out["conversion"] = CONVERSION_TEXT[conversion]
-        out["orders"] = Orders.parse(orders).label
-    out["bound"] = "every epsilon is an upper bound at this delta; each claim's epsilon is its smallest"
-    out["attack"] = (
-        "the largest TPR any membership-inference test can reach at each FPR, from the accountant's "
-        "privacy curve delta(epsilon) (Kairouz et al. 2015; Dong, Roth, Su 2019); the minimum over "
-        "the accountants, each an upper bound"
-    )
-    out.update(plan.assumptions)
-    return out
+def _assumptions(plan: Plan, how: Accounting, used: Sequence[str]) -> dict[str, str]:
+    """`assumptions.Assumptions` (delta, accountants, conversion and orders where RDP is used), with
+    the statement's reading of its bounds and attack figures, then the plan's own lines."""
+    return Assumptions(
+        how.delta,
+        tuple(used),
+        how.conversion,
+        Orders.parse(how.orders),
+        (
+            ("bound", "every epsilon is an upper bound at this delta; each claim's epsilon is its smallest"),
+            (
+                "attack",
+                "the largest TPR any membership-inference test can reach at each FPR, from the "
+                "accountant's privacy curve delta(epsilon) (Kairouz et al. 2015; Dong, Roth, Su 2019); "
+                "the minimum over the accountants, each an upper bound",
+            ),
+            *plan.assumptions.items(),
+        ),
+    ).as_dict()
 
 
 def recorded_claim(

@@ -218,10 +218,7 @@ def read_checkpoint_run(path: Path) -> RunFiles:
     checkpoint = path / CHECKPOINT_NAME if path.is_dir() else path
     if not checkpoint.exists():
         raise DataError(f"--run: {path} holds no {CHECKPOINT_NAME}")
-    try:
-        state = read_checkpoint(checkpoint)
-    except DataError as error:
-        raise DataError(str(error).replace("--checkpoint:", "--run:").split("; give")[0]) from None
+    state = read_checkpoint(checkpoint, option="--run")
     record = check_record(state.get("run"), str(checkpoint))
     rows = list(state["history"])
     _check_rows(rows, {**record, "finished": False}, str(checkpoint))

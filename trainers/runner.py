@@ -656,15 +656,20 @@ CHECKPOINT_KEYS = frozenset(
 )
 
 
-def read_checkpoint(checkpoint: Path, device: str = "cpu") -> dict:
-    """The state saved in `checkpoint`; `DataError` naming --checkpoint if it cannot be used.
+def read_checkpoint(checkpoint: Path, device: str = "cpu", *, option: str = "--checkpoint") -> dict:
+    """The state saved in `checkpoint`; `DataError` naming `option` if it cannot be used (with
+    what to do instead when that is `uldp train`'s --checkpoint; `uldp report --run` reads too).
 
     Loaded with `weights_only=True` (tensors and plain containers only: a checkpoint from
     elsewhere cannot run code). torch's own messages are not passed on: they advise
     `weights_only=False`, which would be exactly the wrong advice for a file of unknown origin.
     """
+    training = option == "--checkpoint"
     if checkpoint.is_dir():
-        raise DataError(f"--checkpoint: {checkpoint} is a directory, not a checkpoint file; remove it")
+        raise DataError(
+            f"{option}: {checkpoint} is a directory, not a checkpoint file"
+            + ("; remove it" if training else "")
+        )
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
             warnings.simplefilter("ignore")
@@ -675,15 +680,14 @@ def read_checkpoint(checkpoint: Path, device: str = "cpu") -> dict:
         reason = (
             "cannot be read" if isinstance(error, PermissionError) else "is truncated or not a checkpoint"
         )
-        raise DataError(
-            f"--checkpoint: {checkpoint} {reason}; give another --checkpoint DIR, or --overwrite "
-            "to start a new run in this one"
-        ) from None
+        advice = "; give another --checkpoint DIR, or --overwrite to start a new run in this one"
+        raise DataError(f"{option}: {checkpoint} {reason}" + (advice if training else "")) from None
     missing = CHECKPOINT_KEYS - set(state) if isinstance(state, dict) else CHECKPOINT_KEYS
     if missing:
+        advice = "; give another --checkpoint DIR, or --overwrite to replace it"
         raise DataError(
-            f"--checkpoint: {checkpoint} is not a uldp train checkpoint of this version (missing "
-            f"{', '.join(sorted(missing))}); give another --checkpoint DIR, or --overwrite to replace it"
+            f"{option}: {checkpoint} is not a uldp train checkpoint of this version (missing "
+            f"{', '.join(sorted(missing))})" + (advice if training else "")
         )
     return state
 

@@ -63,13 +63,19 @@ def emit(
             jsonable, replaced = _jsonable(document)
             if replaced:
                 jsonable["notes"].append(NON_FINITE_NOTE)
+            click.echo(json.dumps(jsonable, indent=2, allow_nan=False))
         else:
-            jsonable, _ = _jsonable(document)
-        click.echo(json.dumps(jsonable, indent=2, allow_nan=False))
+            click.echo(json_text(document), nl=False)
     elif fmt == "csv":
         click.echo(_csv_text(columns, rows), nl=False)
     else:
         raise InvalidParameter(f"unknown output format {fmt!r}; expected one of {', '.join(FORMATS)}")
+
+
+def json_text(document: Any) -> str:
+    """`document` as indented JSON with a final newline: non-finite floats as null, numpy values
+    as Python's (what `emit` writes for --format json, and commands write to files)."""
+    return json.dumps(_jsonable(document)[0], indent=2, allow_nan=False) + "\n"
 
 
 def format_cell(value: Any) -> str:

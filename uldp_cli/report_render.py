@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 
-from uldp.accountants.statement import Claim, Statement
+from uldp.accountants.statement import Claim, Statement, meaning
 from uldp.accountants.tradeoff import FPRS, roc_bound, tpr_from_dp
 
 from .render import format_cell
@@ -81,7 +81,7 @@ def render_table(statement: Statement) -> None:
             )
     console.print(bounds)
     for heading, lines in (
-        ("What it means", statement.as_dict()["meaning"]),
+        ("What it means", meaning(statement)),
         ("Caveats", statement.caveats),
         ("Checks", statement.checks),
     ):
@@ -123,7 +123,7 @@ def render_markdown(statement: Statement) -> str:
                 f"| {claim.unit} | {claim.view} | {b.label} | {_eps(b.epsilon)} | {format_cell(b.order)} |"
             )
     for heading, items in (
-        ("What it means", statement.as_dict()["meaning"]),
+        ("What it means", meaning(statement)),
         ("Caveats", statement.caveats),
         ("Checks", statement.checks),
     ):

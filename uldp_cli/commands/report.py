@@ -290,9 +290,9 @@ def _render(statement: Statement, fmt: str, out: Path | None) -> None:
 def _text(statement: Statement, fmt: str) -> str:
     if fmt == "markdown":
         return render_markdown(statement)
-    from ..render import _jsonable
+    from ..render import json_text
 
-    return json.dumps(_jsonable(statement.as_dict())[0], indent=2, allow_nan=False) + "\n"
+    return json_text(statement.as_dict())
 
 
 def _dp_sgd_description(sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo):
