@@ -423,12 +423,15 @@ def run(
     resume: bool = False,
     overwrite: bool = False,
     on_round: Callable[[dict], None] | None = None,
+    canaries: int = 0,
 ) -> TrainResult:
     """The server's round loop (ULDP-FL §3): plan, the silos' updates wherever `silos` runs them,
     aggregation, evaluation on `data`'s test records, accounting, metrics and checkpoint.
 
     The server reads of `data` only its description and test set; the silos' records are
     `silos`' business (`LocalSilos` here, `flower.FlowerSilos` at separate parties).
+    `canaries` (`uldp audit`, trainers/audit.py): that many parameters appended to the model
+    that its output never reads, one per canary (`canaries.CanaryBlock`).
     """
     task, metric = data.task, data.metric
     model_name = model_name or default_model_name(data.name, task, data.feature_shape)
@@ -436,6 +439,10 @@ def run(
     model = build_model(model_name, task=task, feature_shape=data.feature_shape, n_classes=data.n_classes).to(
         device
     )
+    if canaries:
+        from .canaries import CanaryBlock
+
+        model = CanaryBlock(model, canaries).to(device)
     params = {k: v.detach() for k, v in model.named_parameters()}
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
     if checkpoint is not None and not resume and not overwrite and checkpoint.exists():

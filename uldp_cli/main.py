@@ -38,6 +38,7 @@ SUBCOMMANDS: Mapping[str, str] = MappingProxyType(
         "subject": "Subject-level DP across federation members (horizontal composition).",
         "report": "A privacy statement for a plan or a run: every guarantee and what it means.",
         "train": "Train with a ULDP-FL algorithm and track utility and epsilon per round.",
+        "audit": "Audit a training run: canaries, one run, an empirical lower bound on epsilon.",
         "bench": "Benchmarks: the cost of the private weighting protocol.",
     }
 )

@@ -17,7 +17,17 @@ from uldp.cli.aliases import aliases_of
 from uldp.cli.main import cli
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
-COMMANDS = ("account", "calibrate", "personalize", "dropout", "subject", "report", "train", "bench protocol")
+COMMANDS = (
+    "account",
+    "calibrate",
+    "personalize",
+    "dropout",
+    "subject",
+    "report",
+    "train",
+    "audit",
+    "bench protocol",
+)
 
 
 def _vocabulary() -> list[dict[str, Any]]:

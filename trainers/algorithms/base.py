@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from uldp.errors import InvalidParameter
 
+from .faults import FAULTS
 from .registry import secure_names
 
 if TYPE_CHECKING:
@@ -77,6 +78,8 @@ class TrainConfig:
     item_q: float | None = None
     target_epsilon: float | None = None
     group_budget: float | None = None  # localgroupdp: Corollary 3.5's per-member E behind sigma_Z
+    # `uldp audit --break-mechanism` only: a fault the trainers run on purpose (`faults.FAULTS`).
+    fault: str | None = None
 
     def __post_init__(self) -> None:
         if self.rounds < 1:
@@ -118,6 +121,8 @@ class TrainConfig:
             raise InvalidParameter(f"item q must be in (0, 1], got {self.item_q}")
         if self.target_epsilon is not None and not self.target_epsilon > 0:
             raise InvalidParameter(f"--epsilon must be > 0, got {self.target_epsilon:g}")
+        if self.fault is not None and self.fault not in FAULTS:
+            raise InvalidParameter(f"fault must be one of {', '.join(FAULTS)}, got {self.fault!r}")
         if self.secure and self.algo not in secure_names():
             raise InvalidParameter(
                 f"--secure applies to {' and '.join(secure_names())} (Protocol 1 weighting)"
@@ -140,6 +145,9 @@ class SiloData:
     users: np.ndarray  # (n,) int64 owner of each record
     n_users: int
     q: np.ndarray | None = None  # (n,) each record's sampling rate (rpdp, unidp), else None
+    # (n,) `uldp audit`: each record's canary coordinate in the flat parameters, -1 for the data's
+    # own records (trainers/canaries.py); None: no canaries.
+    canary: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -196,6 +204,9 @@ class SiloUserDeltas:
     users: np.ndarray  # (m,) user ids of the rows
     deltas: torch.Tensor  # (m, d) clipped, unweighted
     noise: torch.Tensor  # (d,)
+    # `uldp audit`'s canary users' rows, clipped, unweighted, kept sparse (`canaries.DiracRows`);
+    # never sent over Flower nor through Protocol 1 (the audit runs neither).
+    dirac: Any = None
 
 
 Message = SiloDelta | SiloUserDeltas

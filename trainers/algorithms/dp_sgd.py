@@ -28,6 +28,8 @@ def dp_sgd(
     steps: int,
     cfg: TrainConfig,
     rng: np.random.Generator,
+    silo: int = -1,
+    canary: np.ndarray | None = None,
 ) -> dict[str, torch.Tensor]:
     """`steps` DP-SGD steps on the records `usable` (Abadi et al. 2016, Algorithm 1): each step
     Poisson-samples them, clips every sampled record's gradient to C, adds N(0, sigma^2 C^2) to
@@ -37,10 +39,16 @@ def dp_sgd(
     line 9: record j kept with its own q_j); either way one vectorised draw per step, no loop over
     records. `lot_size` is the fixed divisor (Abadi et al.'s L; for personalised rates the
     expected batch sum_j q_j), never the realised batch size, which would reveal it.
+
+    `canary` (`uldp audit`): each record's canary coordinate (-1: a real record), whose gradient
+    is replaced by a Dirac row (`canaries.plant_gradients`); `silo` names the silo for
+    `cfg.fault` (`faults`).
     """
     import torch
     from torch.func import functional_call, grad, vmap
 
+    from .. import canaries
+    from . import faults
     from .base import apply_delta
 
     model, loss_fn = ctx.model, ctx.loss_fn
@@ -55,19 +63,22 @@ def dp_sgd(
     per_record = vmap(grad(record_loss), in_dims=(None, 0, 0))
     local = {k: v.detach().clone() for k, v in params.items()}
     like = next(iter(local.values()))
+    std = faults.noise_std(cfg.sigma * cfg.clip, cfg.fault)
     for _ in range(steps):
         chosen = poisson_sample(usable, gamma, rng)
-        noise = torch.as_tensor(
-            rng.normal(0.0, cfg.sigma * cfg.clip, size=ctx.n_params), dtype=like.dtype, device=like.device
-        )
+        noise = torch.as_tensor(rng.normal(0.0, std, size=ctx.n_params), dtype=like.dtype, device=like.device)
         total = noise
         if len(chosen):
             idx = torch.as_tensor(chosen, device=x.device)
             grads = per_record(local, x[idx], y[idx])
             flat = torch.cat([g.reshape(len(chosen), -1) for g in grads.values()], dim=1)
-            norms = torch.linalg.vector_norm(flat, dim=1, keepdim=True)
-            clipped = flat * torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0)
-            total = clipped.sum(dim=0) + noise
+            if canary is not None:
+                flat = canaries.plant_gradients(flat, canary[chosen], cfg.clip)
+            norms = torch.linalg.vector_norm(flat, dim=1)
+            factors = faults.clip_factors(
+                torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0), cfg.fault, silo
+            )
+            total = (flat * factors.unsqueeze(1)).sum(dim=0) + noise
         local = apply_delta(local, total, -cfg.lr / lot_size)
     return local
 

@@ -258,6 +258,8 @@ class UldpGroup(SiloAveraging):
             steps=steps,
             cfg=cfg,
             rng=rng,
+            silo=silo.silo,
+            canary=silo.canary,
         )
         return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
 

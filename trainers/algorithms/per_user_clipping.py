@@ -125,13 +125,18 @@ class PerUserClipping(BaseAlgorithm):
         return LocalTraining(1, 1.0, None) if self.sgd else cfg.local
 
     def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        from . import faults
         from .base import RoundPlan, sample_users
         from .weighting import uniform_weights
 
         # Per-user budgets: user u with its own q_u (PULDP-AVG of the ULDP-FL authors' code).
         sampled = sample_users(ctx.n_users, cfg.user_q if ctx.user_q is None else ctx.user_q, rng)
         # -w: the weights come from the histogram, which only the weighting step may see.
-        weights = None if self.weighted else uniform_weights(ctx.n_silos, ctx.n_users) * sampled[None, :]
+        weights = (
+            None
+            if self.weighted
+            else faults.weights(uniform_weights(ctx.n_silos, ctx.n_users), cfg.fault) * sampled[None, :]
+        )
         return RoundPlan(round, sampled, weights)
 
     def silo_update(
@@ -146,7 +151,9 @@ class PerUserClipping(BaseAlgorithm):
         import numpy as np
         import torch
 
+        from .. import canaries
         from ..per_user import clip_factors, user_deltas
+        from . import faults
         from .base import SiloDelta, SiloUserDeltas, gaussian
 
         noise_rng, train_rng = rng.spawn(2)
@@ -156,6 +163,8 @@ class PerUserClipping(BaseAlgorithm):
         like = next(iter(params.values()))
         training = self.training(cfg)
         keys = train_rng.random((training.epochs, silo.size))
+        # `uldp audit`'s canary users: Dirac rows, clipped, weighted and summed as every row.
+        users, dirac = canaries.split_canaries(silo, users, cfg.clip, like)
         users, deltas = user_deltas(
             ctx.model,
             params,
@@ -168,14 +177,29 @@ class PerUserClipping(BaseAlgorithm):
             training,
             batched=cfg.batched,
         )
-        factors, _ = clip_factors(deltas, cfg.clip)
-        noise = gaussian(ctx.n_params, per_user_noise_std(cfg, ctx.n_silos), noise_rng, like)
+
+        def clipping(rows: torch.Tensor) -> torch.Tensor:
+            factors, _ = clip_factors(rows, cfg.clip)
+            return faults.clip_factors(factors, cfg.fault, silo.silo)
+
+        factors = clipping(deltas)
+        dirac = dirac.scaled(clipping(dirac.values.unsqueeze(1)))  # a Dirac row's norm: its entry
+        std = faults.noise_std(per_user_noise_std(cfg, ctx.n_silos), cfg.fault)
+        noise = gaussian(ctx.n_params, std, noise_rng, like)
         if self.weighted:
-            return SiloUserDeltas(silo.silo, users, deltas.mul_(factors.unsqueeze(1)), noise)
+            return SiloUserDeltas(
+                silo.silo, users, deltas.mul_(factors.unsqueeze(1)), noise, dirac if len(dirac) else None
+            )
         # sum_u w_su * (clip factor_u * Delta_u): the factors fold into the weights.
         assert plan.weights is not None  # per-user clipping always plans weights
         w = torch.as_tensor(plan.weights[silo.silo, users], dtype=deltas.dtype, device=deltas.device)
-        return SiloDelta(silo.silo, (w * factors) @ deltas + noise)
+        total = (w * factors) @ deltas + noise
+        if len(dirac):
+            weights = torch.as_tensor(
+                plan.weights[silo.silo, dirac.users], dtype=deltas.dtype, device=deltas.device
+            )
+            dirac.add_sum_to(total, weights)
+        return SiloDelta(silo.silo, total)
 
     def aggregate(
         self, params: dict[str, torch.Tensor], messages: list, plan: RoundPlan, ctx: Context, cfg: TrainConfig
@@ -192,7 +216,7 @@ class PerUserClipping(BaseAlgorithm):
                 )
             total = self.secure(messages, plan.sampled)
         elif self.weighted:
-            total = plaintext_weighted_sum(messages, _counts(ctx), plan.sampled)
+            total = plaintext_weighted_sum(messages, _counts(ctx), plan.sampled, fault=cfg.fault)
         else:
             total = torch.stack([m.delta for m in messages]).sum(dim=0)
         # Algorithm 4 line 10 divides by the expected number of sampled users, q |U|; with a rate

@@ -80,6 +80,8 @@ class RecordSampledDpSgd(BaseAlgorithm):
             steps=cfg.local_steps,
             cfg=cfg,
             rng=rng,
+            silo=silo.silo,
+            canary=silo.canary,
         )
         return SiloDelta(silo.silo, flat_parameters(local) - flat_parameters(params))
 

@@ -32,14 +32,19 @@ def record_count_weights(counts: np.ndarray) -> np.ndarray:
 
 
 def plaintext_weighted_sum(
-    messages: list[SiloUserDeltas], counts: np.ndarray, sampled: np.ndarray
+    messages: list[SiloUserDeltas], counts: np.ndarray, sampled: np.ndarray, *, fault: str | None = None
 ) -> torch.Tensor:
-    """sum_s sum_u sampled_u n_{s,u}/N_u Delta~_{s,u} + sum_s z_s, computed by the server in clear."""
-    weights = record_count_weights(counts) * sampled[None, :]
+    """sum_s sum_u sampled_u n_{s,u}/N_u Delta~_{s,u} + sum_s z_s, computed by the server in clear
+    (`fault`: `uldp audit --break-mechanism` only, see `faults`)."""
+    from . import faults
+
+    weights = faults.weights(record_count_weights(counts), fault) * sampled[None, :]
     total = None
     for m in messages:
         w = torch.as_tensor(weights[m.silo, m.users], dtype=m.deltas.dtype, device=m.deltas.device)
         part = w @ m.deltas + m.noise
+        if m.dirac is not None:  # `uldp audit`'s canaries, weighted as every row
+            m.dirac.add_sum_to(part, torch.as_tensor(weights[m.silo, m.dirac.users], dtype=part.dtype))
         total = part if total is None else total + part
     assert total is not None  # every round has at least one silo's message
     return total
@@ -83,6 +88,10 @@ class SecureWeighting:
 def protocol_inputs(message: SiloUserDeltas, n_users: int) -> tuple[np.ndarray, np.ndarray]:
     """A silo's message as Protocol 1 takes it: (|U|, d) rows (zero for users it does not hold)
     and its (d,) noise share, in float64. The same at a silo over Flower as in process."""
+    if message.dirac is not None:
+        raise ValueError(
+            "an audit's canary rows are not run through Protocol 1 (uldp audit refuses --secure)"
+        )
     rows = np.zeros((n_users, message.deltas.shape[1]))
     rows[message.users] = message.deltas.detach().cpu().double().numpy()
     return rows, message.noise.detach().cpu().double().numpy()

@@ -525,9 +525,9 @@ def command(
         secure,
         engine,
     )
-    _check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
+    check_ignored(click.get_current_context(), algo, dataset, user_column, secure, fmt, checkpoint_dir)
     _check_dropouts(dropout, dropout_schedule, threshold, secure)
-    subject_level, sigma, epsilon = _check_subject(
+    subject_level, sigma, epsilon = check_subject(
         click.get_current_context(), algo, sigma, epsilon, allocation, alpha
     )
     if subject_level and given_source(click.get_current_context(), "group_k") is None:
@@ -568,7 +568,7 @@ def command(
 
             if metrics_path:
                 metrics_format(metrics_path)
-            data = _load(
+            data = load_data(
                 dataset,
                 data_path,
                 user_column,
@@ -844,7 +844,7 @@ def _check_dropouts(dropout, dropout_schedule, threshold, secure) -> None:
         )
 
 
-def _check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):
+def check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):
     """(subject level?, sigma, epsilon): the subject-level algorithms' noise comes from --sigma or
     --epsilon, not both (one on the command line overrides the other from --config); --alpha
     belongs to --allocation power."""
@@ -888,7 +888,7 @@ def _dropout_settings(dropout, dropout_at, dropout_schedule, calibration, min_we
     return {k: v for k, v in given.items() if v is not None}
 
 
-def _check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, checkpoint_dir) -> None:
+def check_ignored(ctx: click.Context, algo, dataset, user_column, secure, fmt, checkpoint_dir) -> None:
     """Refuse an option the run would ignore, rather than train as if it mattered (issue 12).
 
     On the command line it is refused (exit 2); from --config it is warned about once (a config
@@ -1013,7 +1013,7 @@ def _check_budgets(
     return bool(given) or user_budgets is not None
 
 
-def _load(
+def load_data(
     dataset,
     data_path,
     user_column,

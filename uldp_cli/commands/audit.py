@@ -1,0 +1,353 @@
+"""`uldp audit`: an empirical lower bound on epsilon, from one training run with canaries, next to
+the accountants' upper bound for the same run (issue 18; trainers/audit.py holds the method)."""
+
+from __future__ import annotations
+
+import click
+
+from uldp.trainers.defaults import train_defaults
+
+from ..config import config_option
+from ..errors import library_errors
+from ..files import atomic_write_text
+from ..options import OpenUnitInterval, OutputFile, format_option
+from ..progress import round_progress
+from ..render import emit, json_text
+from . import train as train_command
+
+#: `uldp train`'s options that an audited run reads, shared as they are (same names, types, help).
+TRAIN_OPTIONS = (
+    "algo",
+    "dataset",
+    "data_path",
+    "user_column",
+    "label_column",
+    "silo_column",
+    "task",
+    "rounds",
+    "sigma",
+    "clip",
+    "users",
+    "silos",
+    "allocation",
+    "alpha",
+    "labels_per_user",
+    "seed",
+    "noise_seed",
+    "user_q",
+    "group_k",
+    "distribution",
+    "local_steps",
+    "silo_q",
+    "local_epochs",
+    "lr",
+    "global_lr",
+    "batch_size",
+    "local_batch_size",
+    "delta",
+    "model",
+    "loop",
+    "device",
+    "threads",
+)
+#: trainers.audit.DEFAULT_CANARIES and MAX_CANARIES, repeated so that parsing imports no torch
+#: (a test keeps them equal).
+DEFAULT_CANARIES = 1000
+MAX_CANARIES = 100_000
+#: trainers.algorithms.faults.FAULTS' names, repeated for the same reason.
+FAULT_NAMES = ("noise", "clip", "weights")
+#: The exit status of an audit whose lower bound exceeds the claimed upper bound.
+VIOLATED = 3
+
+
+class CanaryCount(click.ParamType):
+    """--canaries: a whole count in [2, MAX_CANARIES], or a fraction of the users in (0, 1)."""
+
+    name = "count"
+
+    def convert(self, value, param, ctx):
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number; give a count or a fraction in (0, 1)", param, ctx)
+        if 0 < number < 1:
+            return number
+        if number.is_integer() and 2 <= number <= MAX_CANARIES:
+            return int(number)
+        self.fail(
+            f"{value} is neither a whole count in [2, {MAX_CANARIES:,}] nor a fraction of the users "
+            "in (0, 1)",
+            param,
+            ctx,
+        )
+
+
+def _with_train_options(command: click.Command) -> click.Command:
+    """`command` with `uldp train`'s options named in TRAIN_OPTIONS, in their order there."""
+    shared = [p for p in train_command.command.params if p.name in TRAIN_OPTIONS]
+    missing = set(TRAIN_OPTIONS) - {p.name for p in shared}
+    assert not missing, f"uldp train has no options {sorted(missing)}"
+    command.params[:0] = shared
+    return command
+
+
+@click.command("audit")
+@click.option(
+    "--canaries",
+    type=CanaryCount(),
+    default=None,
+    help=f"Canaries planted, each included with probability 1/2: a count, or a fraction of the users "
+    f"in (0, 1) (default: {DEFAULT_CANARIES:,} or the users, if fewer). More canaries, a stronger audit.",
+)
+@click.option(
+    "--confidence",
+    type=OpenUnitInterval(),
+    default=0.95,
+    show_default=True,
+    help="Confidence of the lower bound, in (0, 1).",
+)
+@click.option("--out", type=OutputFile(), default=None, help="Also write the JSON document to FILE.")
+@click.option(
+    "--plot",
+    "plot_path",
+    type=OutputFile(),
+    default=None,
+    help="PNG: the canaries' scores, included against left out, for each view.",
+)
+@click.option(
+    "--break-mechanism",
+    "fault",
+    type=click.Choice(FAULT_NAMES),
+    default=None,
+    hidden=True,
+    help="TESTS ONLY: break the mechanism on purpose (noise / 10, silo 0 unclipped, weights of 1).",
+)
+@format_option
+@config_option
+def command(canaries, confidence, out, plot_path, fault, fmt, **options):
+    """Audit a training run: plant canaries, train once, and bound epsilon from below.
+
+    Takes the flags of `uldp train`. Prints, for the released model (and, under user sampling,
+    the server), the empirical lower bound at --confidence next to the accountants' upper bound
+    for the same run. Exit status 3 if a lower bound exceeds its upper bound: the code does not
+    do what the accounting assumes.
+
+    \b
+      uldp audit --algo uldp-avg --dataset heart-disease --users 400 --canaries 200
+      uldp audit --algo uldp-group --group-k 1 --dataset creditcard --silos 1 --batch-size 3200
+      uldp audit --algo unidp --distribution three-levels --dataset creditcard --silos 1
+    """
+    o = options
+    if (o["dataset"] is None) == (o["user_column"] is None):
+        raise click.UsageError("give --dataset NAME, or your own table with --data-path and --user-column")
+    ctx = click.get_current_context()
+    # What `uldp train` refuses (an option the run would ignore, --alpha without --allocation
+    # power), refused here by the same code.
+    train_command.check_ignored(ctx, o["algo"], o["dataset"], o["user_column"], False, fmt, None)
+    train_command.check_subject(ctx, o["algo"], o["sigma"], None, o["allocation"], o["alpha"])
+    defaults = train_defaults(o["dataset"], o["algo"])
+    chosen = {k: defaults[k] if o.get(k) is None else o[k] for k in defaults}
+    rounds = chosen["rounds"]
+    with library_errors():
+        from uldp.trainers.algorithms import get_algorithm
+        from uldp.trainers.audit import check_auditable
+
+        check_auditable(o["algo"], fault)  # before loading data: one line, exit 2
+        record_level = get_algorithm(o["algo"]).record_level
+        if record_level and o["distribution"] is None:
+            raise click.UsageError(f"{o['algo']} needs per-record budgets: give --distribution NAME")
+        if not record_level:
+            _refuse_record_options(o)
+        import torch
+
+        from uldp.trainers.algorithms import TrainConfig
+        from uldp.trainers.audit import audit, describe_fault
+        from uldp.trainers.threads import free_cpus
+
+        torch.set_num_threads(o["threads"] or free_cpus())
+        data = train_command.load_data(
+            o["dataset"],
+            o["data_path"],
+            o["user_column"],
+            o["label_column"],
+            o["silo_column"],
+            o["task"],
+            chosen["users"],
+            o["silos"],
+            o["allocation"],
+            o["labels_per_user"],
+            o["seed"],
+            None,
+            o["alpha"],
+        )
+        sigma = chosen["sigma"]
+        if record_level:  # rPDP-FL: each record's rate from its budget, as `uldp train` does
+            from uldp.trainers.rates import personalize_data
+
+            data, calibrated = personalize_data(
+                data,
+                algo=o["algo"],
+                record_level=True,
+                distribution=o["distribution"],
+                seed=o["seed"],
+                sigma=o["sigma"],  # None: calibrated to the budgets
+                local_steps=o["local_steps"] or TrainConfig.local_steps,
+                rounds=rounds,
+                silo_q=o["silo_q"] or 1.0,
+                delta=o["delta"],
+                batch_size=o["batch_size"],
+            )
+            sigma = calibrated if calibrated is not None else sigma
+        cfg = TrainConfig(
+            algo=o["algo"],
+            rounds=rounds,
+            sigma=sigma,
+            clip=o["clip"],
+            local_epochs=chosen["local_epochs"],
+            lr=chosen["lr"],
+            global_lr=chosen["global_lr"],
+            user_q=o["user_q"],
+            batch_size=o["batch_size"],
+            local_batch_size=o["local_batch_size"],
+            group_k=o["group_k"],
+            delta=o["delta"],
+            seed=o["seed"],
+            noise_seed=o["noise_seed"],
+            batched=not o["loop"],
+            fault=fault,
+            **({} if o["local_steps"] is None else {"local_steps": o["local_steps"]}),
+            **({} if o["silo_q"] is None else {"silo_q": o["silo_q"]}),
+        )
+        count = canaries if canaries is not None else min(DEFAULT_CANARIES, data.n_users)
+        with round_progress(fmt, rounds, f"audit: {o['algo']} on {data.name}") as update:
+            result = audit(
+                data,
+                cfg,
+                canaries=count,
+                confidence=confidence,
+                model_name=None if chosen["model"] == "auto" else chosen["model"],
+                device=o["device"],
+                on_round=lambda row: update(row["round"], f"epsilon {row['epsilon']:.4g}"),
+            )
+    document = _document(result, data, describe_fault(fault))
+    if out is not None:
+        atomic_write_text(out, json_text(document))
+    if plot_path is not None:
+        _plot(result, plot_path)
+    _render(result, document, fmt)
+    if result.violated:
+        worst = max(result.views, key=lambda v: v.bound.epsilon - v.claimed)
+        click.echo(
+            f"Error: guarantee violated: the {worst.view}'s audited lower bound {worst.bound.epsilon:.3g} "
+            f"exceeds the claimed upper bound {worst.claimed:.3g} at {worst.bound.confidence:.0%} confidence",
+            err=True,
+        )
+        click.get_current_context().exit(VIOLATED)
+
+
+_with_train_options(command)
+
+
+def _refuse_record_options(options: dict) -> None:
+    """rPDP-FL's options given to a user-level algorithm: refused by name, not ignored."""
+    for name in ("distribution", "local_steps", "silo_q"):
+        if options[name] is not None:
+            flag = "--" + name.replace("_", "-")
+            raise click.UsageError(
+                f"{flag} applies to rpdp and unidp (per-record budgets), not {options['algo']}"
+            )
+
+
+def _document(result, data, fault_note: str | None) -> dict:
+    summary = result.train.summary
+    return {
+        "command": "audit",
+        "algo": result.algo,
+        "unit": result.unit,
+        "dataset": data.name,
+        "source": data.source,
+        "synthetic": bool(data.synthetic),
+        "canaries": result.canaries.m,
+        "included": int(result.canaries.included.sum()),
+        "violated": result.violated,
+        "views": [
+            {
+                **v.as_dict(),
+                "upper_bounds": [{"accountant": a, "epsilon": e} for a, e in result.upper_bounds[v.view]],
+            }
+            for v in result.views
+        ],
+        "run": {
+            key: summary.get(key)
+            for key in ("users", "silos", "rounds", "sigma", "clip", "user_q", "delta", "metric", "epsilon")
+        },
+        "method": result.method(),
+        "fault": fault_note,
+        "seconds": {
+            "train": round(result.train_s, 3),
+            "audit": round(result.audit_s, 3),
+            "accounting": round(result.accounting_s, 3),
+        },
+    }
+
+
+COLUMNS = [
+    ("view", "view"),
+    ("lower_bound", "eps >= (audit)"),
+    ("upper_bound", "eps <= (accountants)"),
+    ("verdict", "verdict"),
+    ("correct_of", "correct"),
+    ("ceiling", "ceiling"),
+]
+
+
+def _render(result, document: dict, fmt: str) -> None:
+    rows = [{**v.as_dict(), "correct_of": f"{v.bound.correct}/{v.bound.guesses}"} for v in result.views]
+    c = result.canaries
+    first = result.views[0].bound
+    notes = [
+        f"{c.m} canary {result.unit}s, {int(c.included.sum())} included; lower bounds at "
+        f"{first.confidence:.0%} confidence, delta {first.delta:g}; correct: right guesses of those "
+        f"made; ceiling: the most {c.m} canaries can show (every guess right)",
+    ]
+    if any(v.verdict == "too weak to say anything" for v in result.views):
+        notes.append(
+            "lower bound 0: at this noise the audit cannot tell the canaries apart well enough to say "
+            "anything; plant more canaries (--canaries) for a stronger test"
+        )
+    if document["fault"]:
+        notes.insert(0, document["fault"])
+    data = " (SYNTHETIC data)" if document["synthetic"] else ""
+    emit(
+        f"Audit of {result.algo} on {document['dataset']}{data}: {c.m} canary {result.unit}s",
+        COLUMNS,
+        rows,
+        fmt,
+        assumptions=document["method"],
+        document=document if fmt == "json" else None,
+        notes=notes,
+    )
+
+
+def _plot(result, path) -> None:
+    """Histograms of the canaries' scores, included against left out, one panel per view."""
+    import numpy as np
+
+    from ..figures import save_png, subplots
+
+    views = result.views
+    figure, axes = subplots(nrows=1, ncols=len(views), figsize=(5.5 * len(views), 3.6), squeeze=False)
+    included = result.canaries.included
+    for axis, view in zip(axes[0], views):
+        scores = result.scores[view.view]
+        bins = np.histogram_bin_edges(scores, bins=40)
+        axis.hist(scores[included], bins=bins, alpha=0.6, label=f"included ({int(included.sum())})")
+        axis.hist(scores[~included], bins=bins, alpha=0.6, label=f"left out ({int((~included).sum())})")
+        axis.set_title(
+            f"{view.view}: eps >= {view.bound.epsilon:.3g} (audit), <= {view.claimed:.3g} (accountant)",
+            fontsize=9,
+        )
+        axis.set_xlabel("canary score")
+        axis.set_ylabel("canaries")
+        axis.legend(fontsize=8)
+    save_png(figure, path)
