@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -101,8 +102,16 @@ def atomic_write(
     directory = target.parent
     remove_stale_temps(target)
     mode = _mode_for(target) if mode is None else mode
-    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=temp_prefix(target), suffix=".tmp")
+    # A signal handled between mkstemp creating the file and the `try` that removes it would
+    # leave it behind: the signals that end a command are held back until inside that `try`.
+    held = _hold_signals()
     try:
+        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=temp_prefix(target), suffix=".tmp")
+    except BaseException:
+        _release_signals(held)  # mkstemp failed: there is no file to remove
+        raise
+    try:
+        _release_signals(held)  # a signal held meanwhile is raised here, and the file removed
         with os.fdopen(fd, "wb") as temp:
             write(temp)
             temp.flush()
@@ -114,6 +123,23 @@ def atomic_write(
         Path(temp_name).unlink(missing_ok=True)
         raise
     fsync_directory(directory)
+
+
+#: The signals that end a command with an exception (Ctrl-C; SIGTERM and SIGHUP, uldp.cli.signals).
+_ENDING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
+
+
+def _hold_signals() -> set[int] | None:
+    """Block the ending signals in this thread; the previous mask (None where signals cannot be
+    blocked: Windows). A signal that arrives meanwhile is delivered when they are released."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return None
+    return set(signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING))
+
+
+def _release_signals(previous: set[int] | None) -> None:
+    if previous is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def atomic_write_bytes(
