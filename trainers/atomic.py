@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import tempfile
+import secrets
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +31,7 @@ def temp_prefix(target: Path) -> str:
 
 
 def _temp_pattern(target: Path) -> re.Pattern[str]:
-    # mkstemp adds 8 characters of [a-z0-9_]; the pid part is absent in files of older versions.
+    # 8 characters of [a-z0-9_] (hex now, mkstemp's before); older versions wrote no pid part.
     return re.compile(rf"^\.{re.escape(target.name)}\.(?:(\d+)\.)?[a-z0-9_]{{8}}\.tmp$")
 
 
@@ -102,16 +101,20 @@ def atomic_write(
     directory = target.parent
     remove_stale_temps(target)
     mode = _mode_for(target) if mode is None else mode
-    # A signal handled between mkstemp creating the file and the `try` that removes it would
-    # leave it behind: the signals that end a command are held back until inside that `try`.
-    held = _hold_signals()
+    # The temporary file's name is chosen before the file is made, inside the `try`: a signal
+    # (Ctrl-C, SIGTERM, SIGHUP) raised the moment the file exists still finds the name to remove.
+    # (tempfile.mkstemp would leave it: its file exists before it returns the name.)
+    temp_name: str | None = None
     try:
-        fd, temp_name = tempfile.mkstemp(dir=directory, prefix=temp_prefix(target), suffix=".tmp")
-    except BaseException:
-        _release_signals(held)  # mkstemp failed: there is no file to remove
-        raise
-    try:
-        _release_signals(held)  # a signal held meanwhile is raised here, and the file removed
+        while True:
+            temp_name = f"{directory / temp_prefix(target)}{secrets.token_hex(4)}.tmp"
+            try:
+                fd = os.open(
+                    temp_name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o600
+                )
+                break
+            except FileExistsError:  # a name of this process's, taken: draw another
+                continue
         with os.fdopen(fd, "wb") as temp:
             write(temp)
             temp.flush()
@@ -120,26 +123,10 @@ def atomic_write(
         os.replace(temp_name, target)
     except BaseException:
         # Also on KeyboardInterrupt and the signal exits: never leave a stray temporary file.
-        Path(temp_name).unlink(missing_ok=True)
+        if temp_name is not None:
+            Path(temp_name).unlink(missing_ok=True)
         raise
     fsync_directory(directory)
-
-
-#: The signals that end a command with an exception (Ctrl-C; SIGTERM and SIGHUP, uldp.cli.signals).
-_ENDING = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name))
-
-
-def _hold_signals() -> set[int] | None:
-    """Block the ending signals in this thread; the previous mask (None where signals cannot be
-    blocked: Windows). A signal that arrives meanwhile is delivered when they are released."""
-    if not hasattr(signal, "pthread_sigmask"):
-        return None
-    return set(signal.pthread_sigmask(signal.SIG_BLOCK, _ENDING))
-
-
-def _release_signals(previous: set[int] | None) -> None:
-    if previous is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def atomic_write_bytes(
@@ -153,7 +140,7 @@ def _mode_for(target: Path) -> int:
     try:
         return target.stat().st_mode & 0o7777
     except FileNotFoundError:
-        # mkstemp creates 0600; a report written by the CLI should be readable like any file.
+        # The temporary file is made 0600; a report written by the CLI should be readable like any file.
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask

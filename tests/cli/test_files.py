@@ -50,29 +50,29 @@ def test_failed_write_keeps_old_file_and_removes_temp(
     assert os.listdir(tmp_path) == ["report.txt"]
 
 
-@pytest.mark.skipif(not hasattr(signal, "pthread_sigmask"), reason="signals cannot be held on Windows")
-def test_a_signal_just_after_the_temp_file_is_made_leaves_no_temp(
+def test_a_signal_the_moment_the_temp_file_exists_leaves_no_temp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """SIGTERM arriving right after mkstemp made the file (before the write's clean-up was set
-    up) is held back and raised inside it: the temporary file is removed (a CI run once found one
-    left after `uldp train` was stopped by SIGTERM)."""
+    """SIGTERM handled right after the temporary file is made (its name already known to the
+    clean-up): the file is removed. With tempfile.mkstemp a signal there left it (a CI run once
+    found one after SIGTERM stopped `uldp train`)."""
     from uldp.cli.signals import Terminated
     from uldp.trainers import atomic
 
-    real = atomic.tempfile.mkstemp
+    real_open = os.open
 
-    def mkstemp_then_signal(*args: object, **kwargs: object) -> tuple[int, str]:
-        made = real(*args, **kwargs)  # type: ignore[call-overload]
-        os.kill(os.getpid(), signal.SIGTERM)
-        return made
+    def open_then_signal(path: object, *args: object, **kwargs: object) -> int:
+        fd = real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+        if str(path).endswith(".tmp"):
+            os.kill(os.getpid(), signal.SIGTERM)
+        return fd
 
     def terminate(signum: int, frame: object) -> None:
         raise Terminated(signum)
 
     previous = signal.signal(signal.SIGTERM, terminate)
     try:
-        monkeypatch.setattr(atomic.tempfile, "mkstemp", mkstemp_then_signal)
+        monkeypatch.setattr(atomic.os, "open", open_then_signal)
         with pytest.raises(Terminated):
             atomic_write_text(tmp_path / "report.json", "{}\n")
     finally:
