@@ -43,7 +43,7 @@ from uldp.errors import InvalidParameter
 
 from .algorithms import Algorithm, TrainConfig, get_algorithm
 from .algorithms.faults import FAULTS
-from .canaries import CANARY_NORM, CANARY_PARAMETER, Canaries, canary_records_each, mark_silos, plant
+from .canaries import CANARY_NORM, CANARY_PARAMETER, Canaries, mark_silos, plant
 from .runner import LocalSilos, TrainResult, accounting_plan, build_silos, run
 
 if TYPE_CHECKING:
@@ -204,7 +204,8 @@ class AuditResult:
                 f"{view}: " + ", ".join(f"{label} {eps:.4g}" for label, eps in bounds)
                 for view, bounds in self.upper_bounds.items()
             )
-            + f" (each holds, the smallest is the claim; delta {self.views[0].bound.delta:g})",
+            + f" (each holds, the smallest is the claim; delta {self.views[0].bound.delta:g}; RDP "
+            "by the improved conversion, ULDP-FL Lemma 2)",
         }
 
 
@@ -342,7 +343,8 @@ def audit(
 
 
 def _canary_layout(data: Any, cfg: TrainConfig) -> tuple[TrainConfig, int, str, tuple[float, float] | None]:
-    """(cfg, records per canary, where they are, (q, budget) of a record-level canary or None).
+    """(cfg, records per canary, where they are, (q, budget) of a record-level canary or None):
+    as many records as the algorithm needs for a canary to reach its full weight.
 
     uldp-group's k is fixed from the data before the canaries join it. A record-level canary is
     a record of the smallest budget (the strongest promise, the one a broken mechanism breaks
@@ -356,12 +358,12 @@ def _canary_layout(data: Any, cfg: TrainConfig) -> tuple[TrainConfig, int, str, 
         q = float(np.max(data.record_q[data.record_budget == budget]))
         layout = f"one record each, of the smallest budget {budget:g}, sampled at its rate q = {q:.4g}"
         return cfg, 1, layout, (q, budget)
-    group_k = None
     if cfg.algo == "uldp-group":
-        group_k = resolve_group_k(cfg.group_k, data.records_per_user())
-        cfg = dataclasses.replace(cfg, group_k=group_k)
-    records_each, layout = canary_records_each(cfg.algo, data.n_silos, group_k)
-    return cfg, records_each, layout, None
+        k = resolve_group_k(cfg.group_k, data.records_per_user())
+        return dataclasses.replace(cfg, group_k=k), k, f"k = {k} records, all kept by the flags", None
+    # The per-user algorithms: w_{s,u} = 1/|S| in each silo, so a user's weights sum to 1 only
+    # if it is in every silo.
+    return cfg, data.n_silos, "one record in every silo (its weights then sum to 1)", None
 
 
 def _plan_bounds(cfg: TrainConfig, n_silos: int, algorithm: Algorithm) -> dict[str, list[tuple[str, float]]]:

@@ -79,14 +79,6 @@ class Canaries:
         return np.arange(self.first_user, self.first_user + self.m)
 
 
-def canary_records_each(algo: str, n_silos: int, group_k: int | None) -> tuple[int, str]:
-    """How many records a canary holds, and where, for `algo` to give it its full weight."""
-    if algo == "uldp-group":
-        assert group_k is not None
-        return group_k, f"k = {group_k} records (all kept by the flags), spread over the silos"
-    return n_silos, "one record in every silo (its weights then sum to 1)"
-
-
 def plant(
     data: FederatedData,
     m: int,

@@ -142,7 +142,11 @@ def accounting_options(*, many: bool) -> Callable:
 
 
 def algorithm_options(*, many: bool) -> Callable:
-    """--algo (the registry's private algorithms) and their hyper-parameters (ULDP-FL §3)."""
+    """--algo (the registry's private algorithms) and their hyper-parameters (ULDP-FL §3).
+
+    The hyper-parameters (rounds, user_q, silos, silo_sizes, batch_size, record_q, local_epochs:
+    `build_plan`'s keywords) reach the command as keyword arguments that it takes whole
+    (`**flags`) and hands to `build_plan` as they are."""
     help_text = "Account a ULDP-FL algorithm instead of a bare mechanism."
     if many:
         algo = comma_list_option(

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from ..canaries import DiracRows
     from ..models import LossFn
     from ..per_user import LocalTraining
 
@@ -206,7 +207,7 @@ class SiloUserDeltas:
     noise: torch.Tensor  # (d,)
     # `uldp audit`'s canary users' rows, clipped, unweighted, kept sparse (`canaries.DiracRows`);
     # never sent over Flower nor through Protocol 1 (the audit runs neither).
-    dirac: Any = None
+    dirac: DiracRows | None = None
 
 
 Message = SiloDelta | SiloUserDeltas
@@ -298,6 +299,16 @@ def gaussian(d: int, std: float, rng: np.random.Generator, like: torch.Tensor) -
     import torch
 
     return torch.as_tensor(rng.normal(0.0, std, size=d), dtype=like.dtype, device=like.device)
+
+
+def clipping_factors(rows: torch.Tensor, cfg: TrainConfig, silo: int) -> torch.Tensor:
+    """min(1, C / ||row||) for every row (`per_user.clip_factors`) as silo `silo` applies them:
+    per-user deltas, per-record gradients, an audit's Dirac rows (and `cfg.fault`'s, `faults`)."""
+    from ..per_user import clip_factors
+    from .faults import clip_factors as faulty
+
+    factors, _ = clip_factors(rows, cfg.clip)
+    return faulty(factors, cfg.fault, silo)
 
 
 def zero_delta(params: dict[str, torch.Tensor], n_params: int) -> torch.Tensor:

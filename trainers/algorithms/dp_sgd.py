@@ -49,7 +49,7 @@ def dp_sgd(
 
     from .. import canaries
     from . import faults
-    from .base import apply_delta
+    from .base import apply_delta, clipping_factors
 
     model, loss_fn = ctx.model, ctx.loss_fn
 
@@ -74,11 +74,7 @@ def dp_sgd(
             flat = torch.cat([g.reshape(len(chosen), -1) for g in grads.values()], dim=1)
             if canary is not None:
                 flat = canaries.plant_gradients(flat, canary[chosen], cfg.clip)
-            norms = torch.linalg.vector_norm(flat, dim=1)
-            factors = faults.clip_factors(
-                torch.clamp(cfg.clip / norms.clamp(min=1e-12), max=1.0), cfg.fault, silo
-            )
-            total = (flat * factors.unsqueeze(1)).sum(dim=0) + noise
+            total = (flat * clipping_factors(flat, cfg, silo).unsqueeze(1)).sum(dim=0) + noise
         local = apply_delta(local, total, -cfg.lr / lot_size)
     return local
 

@@ -152,9 +152,9 @@ class PerUserClipping(BaseAlgorithm):
         import torch
 
         from .. import canaries
-        from ..per_user import clip_factors, user_deltas
+        from ..per_user import user_deltas
         from . import faults
-        from .base import SiloDelta, SiloUserDeltas, gaussian
+        from .base import SiloDelta, SiloUserDeltas, clipping_factors, gaussian
 
         noise_rng, train_rng = rng.spawn(2)
         present = np.flatnonzero(np.bincount(silo.users, minlength=ctx.n_users) > 0)  # its own users
@@ -177,13 +177,9 @@ class PerUserClipping(BaseAlgorithm):
             training,
             batched=cfg.batched,
         )
-
-        def clipping(rows: torch.Tensor) -> torch.Tensor:
-            factors, _ = clip_factors(rows, cfg.clip)
-            return faults.clip_factors(factors, cfg.fault, silo.silo)
-
-        factors = clipping(deltas)
-        dirac = dirac.scaled(clipping(dirac.values.unsqueeze(1)))  # a Dirac row's norm: its entry
+        factors = clipping_factors(deltas, cfg, silo.silo)
+        # A Dirac row's norm is its one entry.
+        dirac = dirac.scaled(clipping_factors(dirac.values.unsqueeze(1), cfg, silo.silo))
         std = faults.noise_std(per_user_noise_std(cfg, ctx.n_silos), cfg.fault)
         noise = gaussian(ctx.n_params, std, noise_rng, like)
         if self.weighted:

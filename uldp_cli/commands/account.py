@@ -76,15 +76,9 @@ def command(
     conversion,
     orders,
     algos,
-    rounds,
-    user_q,
-    silos,
-    silo_sizes,
-    batch_size,
-    record_q,
-    local_epochs,
     plot,
     fmt,
+    **flags,
 ):
     """What (epsilon, delta) a training run gives one record, a group of k records, or a user.
 
@@ -109,13 +103,7 @@ def command(
             sigma=sigma,
             q=q,
             steps=steps,
-            rounds=rounds,
-            user_q=user_q,
-            silos=silos,
-            silo_sizes=silo_sizes,
-            batch_size=batch_size,
-            record_q=record_q,
-            local_epochs=local_epochs,
+            **flags,
             k=group_k if a is not None and plan_reads(a, "k") else None,
         )
         for a in (algos or [None])

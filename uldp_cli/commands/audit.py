@@ -156,8 +156,10 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
         record_level = get_algorithm(o["algo"]).record_level
         if record_level and o["distribution"] is None:
             raise click.UsageError(f"{o['algo']} needs per-record budgets: give --distribution NAME")
-        if not record_level:
-            _refuse_record_options(o)
+        if not record_level and o["distribution"] is not None:  # --local-steps, --silo-q: check_ignored
+            raise click.UsageError(
+                f"--distribution applies to rpdp and unidp (per-record budgets), not {o['algo']}"
+            )
         import torch
 
         from uldp.trainers.algorithms import TrainConfig
@@ -246,16 +248,6 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
 
 
 _with_train_options(command)
-
-
-def _refuse_record_options(options: dict) -> None:
-    """rPDP-FL's options given to a user-level algorithm: refused by name, not ignored."""
-    for name in ("distribution", "local_steps", "silo_q"):
-        if options[name] is not None:
-            flag = "--" + name.replace("_", "-")
-            raise click.UsageError(
-                f"{flag} applies to rpdp and unidp (per-record budgets), not {options['algo']}"
-            )
 
 
 def _document(result, data, fault_note: str | None) -> dict:

@@ -99,16 +99,10 @@ def command(
     conversion,
     orders,
     algo,
-    rounds,
-    user_q,
-    silos,
-    silo_sizes,
-    batch_size,
-    record_q,
-    local_epochs,
     view,
     plot,
     fmt,
+    **flags,
 ):
     """The smallest noise multiplier, or the most steps, that keep epsilon within a budget.
 
@@ -117,6 +111,7 @@ def command(
       uldp calibrate --epsilon 3 --q 0.01 --sigma 5               # solve for steps
       uldp calibrate --epsilon 2 --algo uldp-avg --user-q 0.5 --rounds 100
     """
+    rounds, user_q, record_q = flags["rounds"], flags["user_q"], flags["record_q"]
     refuse_unused(click.get_current_context(), [algo], group=k > 1)
     check_group_sizes([k], [method])
     length = rounds if algo else steps
@@ -134,13 +129,7 @@ def command(
             sigma=s,
             q=None if algo else q,
             steps=None if algo else t,
-            rounds=t if algo else None,
-            user_q=user_q,
-            silos=silos,
-            silo_sizes=silo_sizes,
-            batch_size=batch_size,
-            record_q=record_q,
-            local_epochs=local_epochs,
+            **{**flags, "rounds": t if algo else None},
             k=group_k,
         )
 

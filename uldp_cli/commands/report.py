@@ -162,13 +162,6 @@ def command(
     q,
     steps,
     algo,
-    rounds,
-    user_q,
-    silos,
-    silo_sizes,
-    batch_size,
-    record_q,
-    local_epochs,
     run,
     opacus,
     dataset_size,
@@ -185,6 +178,7 @@ def command(
     out,
     dp_event,
     schema,
+    **flags,
 ):
     """A privacy statement a reviewer can sign: every guarantee of one run, what each assumes, and
     what it means to a membership-inference attacker.
@@ -226,19 +220,13 @@ def command(
                 sigma=sigma,
                 q=q,
                 steps=steps,
-                rounds=rounds,
-                user_q=user_q,
-                silos=silos,
-                silo_sizes=silo_sizes,
-                batch_size=batch_size,
-                record_q=record_q,
-                local_epochs=local_epochs,
+                **flags,
                 # ULDP-GROUP-k keeps k records per user: the largest --k, as in `uldp account`.
                 k=max(ks) if algo is not None and plan_reads(algo, "k") else None,
             )
         elif source == "dp-sgd":
             description = _dp_sgd_description(
-                sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo
+                sigma, dataset_size, flags["batch_size"], epochs, max_examples_per_user, q, steps, algo
             )
             plan = Plan("mechanism", description.mechanism(), None)
         elif source == "opacus":
@@ -267,7 +255,7 @@ def command(
             if source != "run":
                 assert plan is not None
                 statement.settings = _settings(
-                    source, plan, dataset_size, batch_size, epochs, max_examples_per_user
+                    source, plan, dataset_size, flags["batch_size"], epochs, max_examples_per_user
                 )
     _render(statement, fmt, out)
     if plot is not None:
