@@ -389,38 +389,31 @@ def plan_statement(
 def _user_claims(plan: Plan, how: Accounting, progress: Progress | None, failures: list[str]) -> list[Claim]:
     """User level for the released model by `account_plan`, then the server's view."""
     delta, conversion, orders = how.delta, how.conversion, how.orders
-    found: list[Bound] = []
+    # Without groups, one accountant at a time; ULDP-GROUP-k, one group method at a time.
+    ways: list[tuple[str, dict[str, object], Event]]
     if plan.group_k is None:
-        for acc in how.accountants:
-            g = _guarded(
-                failures,
-                f"user level by {acc}",
-                account_plan,
-                plan,
-                delta=delta,
-                accountants=(acc,),
-                conversion=conversion,
-                orders=orders,
-                server_view=False,
-                progress=progress,
-            )
-            if g is not None:
-                found.append(_bound(g, plan.mechanism, orders))
+        ways = [
+            (f"user level by {acc}", {"accountants": (acc,), "server_view": False}, plan.mechanism)
+            for acc in how.accountants
+        ]
     else:
-        for method in how.methods:
-            g = _guarded(
-                failures,
-                f"user level by the {method} group method",
-                account_plan,
-                plan,
-                delta=delta,
-                methods=(method,),
-                conversion=conversion,
-                orders=orders,
-                progress=progress,
-            )
-            if g is not None:
-                found.append(_bound(g, Group(plan.mechanism, plan.group_k), orders))
+        group = Group(plan.mechanism, plan.group_k)
+        ways = [(f"user level by the {m} group method", {"methods": (m,)}, group) for m in how.methods]
+    found: list[Bound] = []
+    for what, options, event in ways:
+        g = _guarded(
+            failures,
+            what,
+            account_plan,
+            plan,
+            delta=delta,
+            conversion=conversion,
+            orders=orders,
+            progress=progress,
+            **options,
+        )
+        if g is not None:
+            found.append(_bound(g, event, orders))
     claims = []
     if found:
         note = (

@@ -77,35 +77,49 @@ orders_option = click.option(
 )
 
 
+def k_list_option(help_text: str) -> Callable:
+    """--k as a list of group sizes (repeat or comma list), default [1]."""
+    return comma_list_option(
+        "--k", "ks", item_type=PositiveInt(K_MAX), default=[1], show_default=True, help=help_text
+    )
+
+
+def group_methods_option(default: list[str], help_text: str) -> Callable:
+    """--group-method as a list of GROUP_METHODS, or all."""
+    return comma_list_option(
+        "--group-method",
+        "methods",
+        item_type=click.Choice([*GROUP_METHODS, "all"]),
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
+def accountants_option(default: list[str], help_text: str) -> Callable:
+    """--accountant as a list of ACCOUNTANTS, to state side by side."""
+    return comma_list_option(
+        "--accountant",
+        "accountants",
+        item_type=click.Choice(ACCOUNTANTS),
+        default=default,
+        show_default=True,
+        help=help_text,
+    )
+
+
 def accounting_options(*, many: bool) -> Callable:
     """--delta, --accountant, --conversion, --orders, --k, --group-method.
 
     `many`: account takes lists of k, group methods and accountants; calibrate takes one each.
     """
     if many:
-        k_opt = comma_list_option(
-            "--k",
-            "ks",
-            item_type=PositiveInt(K_MAX),
-            default=[1],
-            show_default=True,
-            help=f"Group sizes (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.",
+        k_opt = k_list_option(f"Group sizes (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.")
+        method_opt = group_methods_option(
+            ["rdp", "normal"], "rdp (Lemma 6), normal (Lemma 5), pld (tight), or all."
         )
-        method_opt = comma_list_option(
-            "--group-method",
-            "methods",
-            item_type=click.Choice([*GROUP_METHODS, "all"]),
-            default=["rdp", "normal"],
-            show_default=True,
-            help="rdp (Lemma 6), normal (Lemma 5), pld (tight), or all.",
-        )
-        acct_opt = comma_list_option(
-            "--accountant",
-            "accountants",
-            item_type=click.Choice(ACCOUNTANTS),
-            default=["rdp"],
-            show_default=True,
-            help="Record-level accountant(s): rdp, pld, prv (comma list to compare).",
+        acct_opt = accountants_option(
+            ["rdp"], "Record-level accountant(s): rdp, pld, prv (comma list to compare)."
         )
     else:
         k_opt = click.option(

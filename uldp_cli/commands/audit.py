@@ -182,7 +182,6 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
             None,
             o["alpha"],
         )
-        sigma = chosen["sigma"]
         if record_level:  # rPDP-FL: each record's rate from its budget, as `uldp train` does
             from uldp.trainers.rates import personalize_data
 
@@ -199,27 +198,9 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
                 delta=o["delta"],
                 batch_size=o["batch_size"],
             )
-            sigma = calibrated if calibrated is not None else sigma
-        cfg = TrainConfig(
-            algo=o["algo"],
-            rounds=rounds,
-            sigma=sigma,
-            clip=o["clip"],
-            local_epochs=chosen["local_epochs"],
-            lr=chosen["lr"],
-            global_lr=chosen["global_lr"],
-            user_q=o["user_q"],
-            batch_size=o["batch_size"],
-            local_batch_size=o["local_batch_size"],
-            group_k=o["group_k"],
-            delta=o["delta"],
-            seed=o["seed"],
-            noise_seed=o["noise_seed"],
-            batched=not o["loop"],
-            fault=fault,
-            **({} if o["local_steps"] is None else {"local_steps": o["local_steps"]}),
-            **({} if o["silo_q"] is None else {"silo_q": o["silo_q"]}),
-        )
+            chosen["sigma"] = calibrated if calibrated is not None else chosen["sigma"]
+        config_options = {name: o[name] for name in train_command.CONFIG_OPTIONS}
+        cfg = train_command.train_config(o["algo"], rounds, chosen, fault=fault, **config_options)
         count = canaries if canaries is not None else min(DEFAULT_CANARIES, data.n_users)
         with round_progress(fmt, rounds, f"audit: {o['algo']} on {data.name}") as update:
             result = audit(

@@ -8,7 +8,6 @@ from typing import cast
 
 import click
 
-from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
 from uldp.accountants.algorithms import Plan
 from uldp.accountants.events import Composed, SubsampledGaussian
 from uldp.accountants.statement import (
@@ -22,11 +21,14 @@ from uldp.accountants.statement import (
 
 from ..accounting_options import (
     K_MAX,
+    accountants_option,
     algorithm_options,
     build_plan,
     check_group_sizes,
     conversion_option,
     expand_methods,
+    group_methods_option,
+    k_list_option,
     plan_reads,
     refuse_unused,
 )
@@ -40,7 +42,6 @@ from ..options import (
     OutputFile,
     PositiveInt,
     Probability,
-    comma_list_option,
     delta_option,
 )
 from ..progress import status
@@ -107,29 +108,12 @@ def _sources(run, opacus, dataset_size, sigma) -> str:
     help=f"Most records one person has (DP-SGD, --opacus): user level as that group, in [1, {K_MAX}].",
 )
 @delta_option
-@comma_list_option(
-    "--k",
-    "ks",
-    item_type=PositiveInt(K_MAX),
-    default=[1],
-    show_default=True,
-    help=f"Group sizes to state (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.",
+@k_list_option(f"Group sizes to state (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.")
+@group_methods_option(
+    list(REPORT_GROUP_METHODS), "Group bounds: rdp (Lemma 6), normal (Lemma 5), pld (tight), or all."
 )
-@comma_list_option(
-    "--group-method",
-    "methods",
-    item_type=click.Choice([*GROUP_METHODS, "all"]),
-    default=list(REPORT_GROUP_METHODS),
-    show_default=True,
-    help="Group bounds: rdp (Lemma 6), normal (Lemma 5), pld (tight), or all.",
-)
-@comma_list_option(
-    "--accountant",
-    "accountants",
-    item_type=click.Choice(ACCOUNTANTS),
-    default=list(REPORT_ACCOUNTANTS),
-    show_default=True,
-    help="Accountants to state side by side (RDP next to the tight PLD and PRV).",
+@accountants_option(
+    list(REPORT_ACCOUNTANTS), "Accountants to state side by side (RDP next to the tight PLD and PRV)."
 )
 @conversion_option
 @orders_opt

@@ -625,14 +625,11 @@ def command(
                     batch_size=batch_size,
                 )
                 chosen["sigma"] = personal_sigma if personal_sigma is not None else chosen["sigma"]
-            cfg = TrainConfig(
-                algo=algo,
-                rounds=rounds,
-                sigma=chosen["sigma"],
+            cfg = train_config(
+                algo,
+                rounds,
+                chosen,
                 clip=clip,
-                local_epochs=chosen["local_epochs"],
-                lr=chosen["lr"],
-                global_lr=chosen["global_lr"],
                 user_q=user_q,
                 batch_size=batch_size,
                 local_batch_size=local_batch_size,
@@ -640,12 +637,12 @@ def command(
                 delta=delta,
                 seed=seed,
                 noise_seed=noise_seed,
+                loop=loop,
+                local_steps=local_steps,
+                silo_q=silo_q,
                 secure=secure,
                 key_bits=key_bits,
                 test_keys=test_keys,
-                batched=not loop,
-                **({} if local_steps is None else {"local_steps": local_steps}),
-                **({} if silo_q is None else {"silo_q": silo_q}),
                 **({} if threat_model is None else {"threat_model": threat_model}),
                 **_dropout_settings(
                     dropout, dropout_at, dropout_schedule, calibration, min_weight_sum, n_max, threshold
@@ -701,6 +698,44 @@ def command(
 
 
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process stopped by Ctrl-C
+
+
+#: uldp train's options that `train_config` takes as they are (uldp audit hands over the same).
+CONFIG_OPTIONS = (
+    "clip",
+    "user_q",
+    "batch_size",
+    "local_batch_size",
+    "group_k",
+    "delta",
+    "seed",
+    "noise_seed",
+    "loop",
+    "local_steps",
+    "silo_q",
+)
+
+
+def train_config(algo: str, rounds: int, chosen: dict, *, loop: bool, local_steps, silo_q, **fields):
+    """The run's TrainConfig from uldp train's options (uldp audit builds its run the same way).
+
+    `chosen` holds the resolved sigma, local epochs and learning rates; --local-steps and
+    --silo-q left unset keep TrainConfig's defaults; `fields` go in as they are.
+    """
+    from uldp.trainers.algorithms import TrainConfig
+
+    return TrainConfig(
+        algo=algo,
+        rounds=rounds,
+        sigma=chosen["sigma"],
+        local_epochs=chosen["local_epochs"],
+        lr=chosen["lr"],
+        global_lr=chosen["global_lr"],
+        batched=not loop,
+        **({} if local_steps is None else {"local_steps": local_steps}),
+        **({} if silo_q is None else {"silo_q": silo_q}),
+        **fields,
+    )
 
 
 def _progress_text(row: dict, metric: str, rounds: int) -> str:
