@@ -36,6 +36,10 @@ from uldp.errors import InvalidParameter
 
 #: The confidence `uldp audit` states its lower bound at (Steinke et al. report 95%).
 CONFIDENCE = 0.95
+#: The least confidence `uldp audit` takes: a bound at confidence c is wrong with probability up to
+#: 1 - c, so below 1/2 it is wrong more often than right, and a correct mechanism would be reported
+#: as violated (exit 3) by chance alone.
+MIN_CONFIDENCE = 0.5
 
 #: Fractions of the canaries guessed on (r / m) that `audit_scores` tries by default, each then
 #: tested at level (1 - confidence) / 6: a strong audit is best on a small r (only the extreme

@@ -208,6 +208,7 @@ def test_a_fraction_of_the_users_as_canaries():
         (["--canaries", "0.001"], "an audit needs at least 2"),
         (["--confidence", "1"], "--confidence"),
         (["--confidence", "0"], "--confidence"),
+        (["--confidence", "0.49"], "--confidence"),
     ],
 )
 def test_bad_audit_input_gets_one_line_and_exit_2(args, says):

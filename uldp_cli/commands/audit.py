@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import click
 
+from uldp.accountants.audit_bound import MIN_CONFIDENCE
 from uldp.trainers.defaults import train_defaults
 
 from ..config import config_option
 from ..errors import library_errors
 from ..files import atomic_write_text
-from ..options import OpenUnitInterval, OutputFile, format_option
+from ..options import Interval, OutputFile, format_option
 from ..progress import round_progress
 from ..render import emit, json_text
 from . import train as train_command
@@ -101,10 +102,10 @@ def _with_train_options(command: click.Command) -> click.Command:
 )
 @click.option(
     "--confidence",
-    type=OpenUnitInterval(),
+    type=Interval(MIN_CONFIDENCE, 1.0, low_open=False),
     default=0.95,
     show_default=True,
-    help="Confidence of the lower bound, in (0, 1).",
+    help="Confidence of the lower bound, in [0.5, 1): below 1/2 a bound is wrong more often than right.",
 )
 @click.option("--out", type=OutputFile(), default=None, help="Also write the JSON document to FILE.")
 @click.option(
