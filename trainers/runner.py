@@ -56,6 +56,7 @@ from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 from .personal_accounting import PersonalAccounting
 from .run_record import kind_of, run_record, write_record
+from .uninterrupted import uninterrupted
 
 CHECKPOINT_NAME = "checkpoint.pt"
 EVAL_CHUNK = 4096
@@ -389,7 +390,8 @@ def train(
     A checkpoint directory that already holds a checkpoint is continued with `resume` or replaced
     with `overwrite`; with neither, `InvalidParameter`: a run must not silently destroy another's.
     `on_round(row)` is called after every completed round, once the checkpoint (if any) is saved,
-    so a caller interrupted after it may resume from that round.
+    so a caller interrupted after it may resume from that round; Ctrl-C, SIGTERM or SIGHUP during
+    that commit (metrics row, checkpoint, on_round) is delivered after it (`uninterrupted`).
     """
     options: dict[str, Any] = dict(
         model_name=model_name,
@@ -531,26 +533,28 @@ def run(
             "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4),
         }
         history.append(row)
-        if metrics is not None:
-            metrics.append(row)
-        if checkpoint is not None:
-            _atomic_save(
-                {
-                    "round": t,
-                    "params": params,
-                    "history": history,
-                    "config": _comparable(cfg),
-                    "dataset": data_key(data),
-                    "elapsed": row["elapsed_s"],
-                    "torch_rng": torch.get_rng_state(),
-                    "noise_entropy": cfg.noise_seed,
-                    "noise_fixed": noise_fixed,
-                    "run": {**record, "rounds_done": t},
-                },
-                checkpoint,
-            )
-        if on_round is not None:
-            on_round(row)
+        # Metrics, checkpoint and on_round say the same round, whenever a signal comes.
+        with uninterrupted():
+            if metrics is not None:
+                metrics.append(row)
+            if checkpoint is not None:
+                _atomic_save(
+                    {
+                        "round": t,
+                        "params": params,
+                        "history": history,
+                        "config": _comparable(cfg),
+                        "dataset": data_key(data),
+                        "elapsed": row["elapsed_s"],
+                        "torch_rng": torch.get_rng_state(),
+                        "noise_entropy": cfg.noise_seed,
+                        "noise_fixed": noise_fixed,
+                        "run": {**record, "rounds_done": t},
+                    },
+                    checkpoint,
+                )
+            if on_round is not None:
+                on_round(row)
 
     summary = _summary(cfg, data, model_name, ctx, history, algorithm)
     if personal is not None:
