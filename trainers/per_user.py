@@ -6,9 +6,11 @@ same deltas:
 
 - `loop_user_deltas`: one user after another, plain autograd -- the reference implementation's
   structure, kept as the reference in tests;
-- `batched_user_deltas`: users with similar record counts are stacked (padding with masked
-  records, so padding stays small) and trained together with `torch.func`
-  (`functional_call` + `grad` + `vmap`): one vectorised call per SGD step for a whole group.
+- `batched_user_deltas`: users with similar record counts are grouped (padding with masked
+  records, so padding stays small) and trained together, one vectorised call per SGD step for
+  a whole group: through `torch.func` (`functional_call` + `grad` + `vmap`), or, for
+  convolutional models on CPU, through a copy of the model whose layers take one set of
+  weights per user as batched matrix products (trainers/stacked.py).
 
 Mini-batches: each epoch orders a user's records by `order_keys[epoch]` (random numbers drawn
 by the caller, so both paths see the same order) and cuts them into batches of `batch_size`
@@ -20,6 +22,7 @@ user's model unchanged through them, exactly as if those steps did not exist.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -30,10 +33,18 @@ from torch.func import functional_call, grad, vmap
 from uldp.errors import InvalidParameter
 
 from .models import LossFn
+from .stacked import saved_floats_per_record, stackable, stacked_model
 
 # Memory knobs for one vectorised call: parameters copied per user, records stacked per call.
 MAX_PARAMETER_FLOATS = 1 << 24
 MAX_INPUT_FLOATS = 1 << 22
+# Floats autograd may keep for one stacked call (trainers/stacked.py: activations and inputs):
+# about 330 MNIST records for the CNN. Larger calls are slower per record on CPU, not faster
+# (caches; docs/performance.md).
+MAX_ACTIVATION_FLOATS = 1 << 24
+# Stacked path: users whose SGD steps take at least this many records train in the loop, where
+# one ordinary step per user is as fast (benchmarks/per_user_training.py, docs/performance.md).
+LOOP_STEP_RECORDS = 32
 # Users in one group differ in record count by at most this factor (then padding <= 25%).
 PADDING_RATIO = 1.25
 # Small groups may merge up to this factor between their smallest and largest count.
@@ -113,7 +124,9 @@ def loop_user_deltas(
                 batch = torch.as_tensor(order[start : start + size])
                 xb, yb = x[batch], y[batch]
                 loss = loss_fn(
-                    functional_call(model, local, (xb,)), yb, torch.ones(len(batch), dtype=x.dtype)
+                    functional_call(model, local, (xb,)),
+                    yb,
+                    torch.ones(len(batch), dtype=x.dtype, device=x.device),
                 )
                 grads = torch.autograd.grad(loss, list(local.values()))
                 with torch.no_grad():
@@ -123,7 +136,7 @@ def loop_user_deltas(
                     }
         rows.append(flat_parameters({k: v.detach() for k, v in local.items()}) - flat_parameters(base))
     if not rows:
-        return torch.zeros(0, sum(p.numel() for p in base.values()), dtype=x.dtype)
+        return torch.zeros(0, sum(p.numel() for p in base.values()), dtype=x.dtype, device=x.device)
     return torch.stack(rows)
 
 
@@ -177,10 +190,14 @@ def batched_user_deltas(
     order_keys: np.ndarray,
     loss_fn: LossFn,
     training: LocalTraining,
+    path: str = "vmap",
 ) -> torch.Tensor:
-    """Vectorised path: the same deltas as `loop_user_deltas` (rows follow `users`)."""
+    """Vectorised path ("vmap" or "stacked"): the same deltas as `loop_user_deltas` (rows
+    follow `users`)."""
     users = np.asarray(users, dtype=np.int64)
-    row_users, deltas = grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)
+    row_users, deltas = grouped_user_deltas(
+        model, params, x, y, owners, users, order_keys, loss_fn, training, path
+    )
     if len(users) == 0:
         return deltas
     position = np.empty(len(users), dtype=np.int64)
@@ -200,11 +217,14 @@ def grouped_user_deltas(
     order_keys: np.ndarray,
     loss_fn: LossFn,
     training: LocalTraining,
+    path: str = "vmap",
 ) -> tuple[np.ndarray, torch.Tensor]:
     """The batched deltas with rows in the order they were computed: (user of each row, deltas).
 
-    Groups of users with similar record counts are trained by one vectorised call per SGD step;
-    returning rows in group order saves a pass over the (users x parameters) matrix.
+    Groups of users with similar record counts are trained by one vectorised call per SGD step,
+    through `torch.func.vmap` (`path="vmap"`) or the stacked-weights model of
+    trainers/stacked.py (`path="stacked"`); returning rows in group order saves a pass over the
+    (users x parameters) matrix.
     """
     base = {k: v.detach() for k, v in params.items()}
     n_params = sum(p.numel() for p in base.values())
@@ -216,21 +236,21 @@ def grouped_user_deltas(
     records = np.flatnonzero(users[by_id[where]] == owners)
     slot = by_id[where[records]]  # row of each kept record's user in `users`
     counts = np.bincount(slot, minlength=len(users))
-    record_floats = max(1, int(np.prod(x.shape[1:])))
+    looped = np.zeros(len(users), dtype=bool)
+    if path == "stacked":
+        looped = np.minimum(counts, training.batch_size or counts.max(initial=0)) >= LOOP_STEP_RECORDS
+    stacked_rows = np.flatnonzero(~looped)
     groups = record_count_groups(
-        counts,
+        counts[stacked_rows],
         max_users=max(1, MAX_PARAMETER_FLOATS // n_params),
-        max_records=max(1, MAX_INPUT_FLOATS // record_floats),
+        max_records=max_call_records(model, x, path),
     )
+    groups = [stacked_rows[g] for g in groups]
+    if looped.any():
+        groups.append(np.flatnonzero(looped))
     ranks = [ranks_within_user(slot, order_keys[e, records]) for e in range(training.epochs)]
     sizes = [p.numel() for p in base.values()]
-
-    def loss_of(p, xb, yb, mb):
-        return loss_fn(functional_call(model, p, (xb,)), yb, mb)
-
-    step = vmap(grad(loss_of))
-    # The first step starts every user at x_t: the parameters need not be copied per user.
-    first_step = vmap(grad(loss_of), in_dims=(None, 0, 0, 0))
+    first_step, step = _vmap_steps(model, loss_fn) if path == "vmap" else _stacked_steps(model, loss_fn)
     # Rows are filled group by group (groups are runs of users sorted by count), then put back
     # in the order of `users`; each pass over a (users x parameters) block costs memory
     # bandwidth, so deltas are written once, in place.
@@ -240,6 +260,11 @@ def grouped_user_deltas(
     for group in groups:
         block = by_group[row : row + len(group)]
         row += len(group)
+        if looped[group[0]]:  # the last group: users whose steps are large enough for the loop
+            block.copy_(
+                loop_user_deltas(model, base, x, y, owners, users[group], order_keys, loss_fn, training)
+            )
+            continue
         width = int(counts[group].max())
         if width == 0:
             block.zero_()
@@ -274,6 +299,49 @@ def grouped_user_deltas(
     return users[np.concatenate(groups)], by_group
 
 
+def max_call_records(model: nn.Module, x: torch.Tensor, path: str) -> int:
+    """The most (padded) records one vectorised call of `path` takes, by the memory knobs."""
+    if path == "vmap":
+        return max(1, MAX_INPUT_FLOATS // max(1, int(np.prod(x.shape[1:]))))
+    # Activations, saved for the backward pass, are what fills memory.
+    return max(1, MAX_ACTIVATION_FLOATS // saved_floats_per_record(model, tuple(x.shape[1:]), x.dtype))
+
+
+StepFn = Callable[
+    [dict[str, torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor], dict[str, torch.Tensor]
+]
+
+
+def _vmap_steps(model: nn.Module, loss_fn: LossFn) -> tuple[StepFn, StepFn]:
+    """Each user's gradient through `torch.func`: (first step, from the shared x_t; later steps)."""
+
+    def loss_of(p, xb, yb, mb):
+        return loss_fn(functional_call(model, p, (xb,)), yb, mb)
+
+    # The first step starts every user at x_t: the parameters need not be copied per user.
+    return vmap(grad(loss_of), in_dims=(None, 0, 0, 0)), vmap(grad(loss_of))
+
+
+def _stacked_steps(model: nn.Module, loss_fn: LossFn) -> tuple[StepFn, StepFn]:
+    """Each user's gradient through the stacked-weights copy of `model` (trainers/stacked.py):
+    the gradient of the sum of the users' losses, each a function of its own weights only."""
+    stacked = stacked_model(model)
+    user_losses = vmap(loss_fn)
+
+    def gradients(params: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, mb: torch.Tensor):
+        leaves = {k: v.detach().requires_grad_(True) for k, v in params.items()}
+        with torch.enable_grad():
+            out = functional_call(stacked, leaves, (xb.flatten(0, 1),))
+            loss = user_losses(out.unflatten(0, xb.shape[:2]), yb, mb).sum()
+            return dict(zip(leaves, torch.autograd.grad(loss, list(leaves.values()))))
+
+    def first_step(base: dict[str, torch.Tensor], xb: torch.Tensor, yb: torch.Tensor, mb: torch.Tensor):
+        # Expanded views (stride 0 over users): the stacked layers run one shared forward pass.
+        return gradients({k: v.expand(len(xb), *v.shape) for k, v in base.items()}, xb, yb, mb)
+
+    return first_step, gradients
+
+
 def _write_rows(
     block: torch.Tensor,
     tensors: list[torch.Tensor],
@@ -306,15 +374,19 @@ def ranks_within_user(slot: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def vectorises_well(model: nn.Module, device: torch.device | str) -> bool:
-    """Whether the vmap path pays off: not for convolutions on CPU.
+def batched_path(model: nn.Module, device: torch.device | str) -> str:
+    """How `user_deltas(batched=True)` trains a silo's users: "vmap", "stacked" or "loop".
 
     Under vmap, per-user convolution weights become one grouped convolution, whose backward pass
-    on CPU is slower than the users' convolutions one by one (measured in
-    benchmarks/per_user_training.py); there the loop is the faster path.
+    on CPU is about 5x slower than the users' convolutions one by one (docs/performance.md); the
+    stacked-weights model (trainers/stacked.py) writes them as batched matrix products instead.
+    Convolutional models on CPU take that path where all their layers have a stacked version,
+    the loop where not; everything else, and every model on a GPU, takes vmap.
     """
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
-    return not (has_conv and torch.device(device).type == "cpu")
+    if not has_conv or torch.device(device).type != "cpu":
+        return "vmap"
+    return "stacked" if stackable(model) else "loop"
 
 
 def user_deltas(
@@ -332,10 +404,11 @@ def user_deltas(
 ) -> tuple[np.ndarray, torch.Tensor]:
     """Each user's local-training delta: (the user of each row, the rows).
 
-    `batched` asks for the fastest path: vmap where it pays off (`vectorises_well`), rows then in
-    the order of the groups; otherwise, or with `batched=False`, the loop, rows following `users`.
+    `batched` asks for the fastest path (`batched_path`), rows then in the order of the groups;
+    with `batched=False`, or where only the loop applies, the loop, rows following `users`.
     """
-    if batched and vectorises_well(model, x.device):
-        return grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)
+    path = batched_path(model, x.device) if batched else "loop"
+    if path != "loop":
+        return grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training, path)
     users = np.asarray(users, dtype=np.int64)
     return users, loop_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)

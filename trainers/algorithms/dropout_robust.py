@@ -335,7 +335,8 @@ class DropoutRobust(BaseAlgorithm):
         from torch.func import functional_call
 
         like = {k: v.detach() for k, v in ctx.model.named_parameters()}
-        theta = torch.as_tensor(np.asarray(flat), dtype=next(iter(like.values())).dtype)
+        first = next(iter(like.values()))
+        theta = torch.as_tensor(np.asarray(flat), dtype=first.dtype, device=first.device)
         if theta.numel() != ctx.n_params:
             raise InvalidParameter(
                 f"the global model has {theta.numel()} parameters, expected {ctx.n_params}"
@@ -351,14 +352,16 @@ class DropoutRobust(BaseAlgorithm):
                 for value in current.values():
                     value.requires_grad_(True)
                 outputs = functional_call(ctx.model, current, (silo.x[idx],))
-                loss = ctx.loss_fn(outputs, silo.y[idx], torch.ones(len(idx), dtype=outputs.dtype))
+                loss = ctx.loss_fn(
+                    outputs, silo.y[idx], torch.ones(len(idx), dtype=outputs.dtype, device=outputs.device)
+                )
                 grads = torch.autograd.grad(loss, list(current.values()))
                 local = local - cfg.lr * torch.cat([g.reshape(-1) for g in grads]).detach()
                 diff = local - theta
                 norm = float(torch.linalg.vector_norm(diff))
                 if norm > cfg.clip:  # w <- theta + Clip(w - theta)
                     local = theta + diff * (cfg.clip / norm)
-        return (local - theta).double().numpy()
+        return (local - theta).double().cpu().numpy()
 
     # --- what the run reports ---------------------------------------------------------------------
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
