@@ -10,7 +10,8 @@ same deltas:
   records, so padding stays small) and trained together, one vectorised call per SGD step for
   a whole group: through `torch.func` (`functional_call` + `grad` + `vmap`), or, for
   convolutional models on CPU, through a copy of the model whose layers take one set of
-  weights per user as batched matrix products (trainers/stacked.py).
+  weights per user, as ordinary and grouped convolutions and batched matrix products
+  (trainers/stacked.py), users with large steps still looped.
 
 Mini-batches: each epoch orders a user's records by `order_keys[epoch]` (random numbers drawn
 by the caller, so both paths see the same order) and cuts them into batches of `batch_size`

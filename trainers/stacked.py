@@ -148,13 +148,15 @@ def _users_as_channels(t: torch.Tensor, users: int) -> torch.Tensor:
     """(G*r, C, H, W), user g's records at rows g*r.., -> (r, G*C, H, W): one grouped convolution
     with G groups then applies user g's kernel to user g's records."""
     records = t.shape[0] // users
-    return t.view(users, records, *t.shape[1:]).transpose(0, 1).reshape(records, -1, *t.shape[2:])
+    return t.reshape(users, records, *t.shape[1:]).transpose(0, 1).reshape(records, -1, *t.shape[2:])
 
 
 def _users_as_rows(t: torch.Tensor, users: int) -> torch.Tensor:
     """The inverse of `_users_as_channels`."""
     records = t.shape[0]
-    return t.view(records, users, -1, *t.shape[2:]).transpose(0, 1).reshape(records * users, -1, *t.shape[2:])
+    return (
+        t.reshape(records, users, -1, *t.shape[2:]).transpose(0, 1).reshape(records * users, -1, *t.shape[2:])
+    )
 
 
 class _StackedConv(torch.autograd.Function):
