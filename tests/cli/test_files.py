@@ -50,6 +50,7 @@ def test_failed_write_keeps_old_file_and_removes_temp(
     assert os.listdir(tmp_path) == ["report.txt"]
 
 
+@pytest.mark.usefixtures("signals_reach_main_thread")
 def test_a_signal_the_moment_the_temp_file_exists_leaves_no_temp(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,24 +15,8 @@ from uldp.trainers.uninterrupted import uninterrupted
 
 from .synthetic import make_data
 
-
-@pytest.fixture(autouse=True)
-def ctrl_c_raises():
-    """Ctrl-C raises KeyboardInterrupt at once here, whatever an earlier test in this worker left:
-    the default handler, and SIGINT and SIGTERM unblocked in this (main) thread. Were they blocked,
-    the kernel would hand `os.kill`'s signal to another thread, and the main thread could leave
-    the block before it sees it; the clean-clone CI once failed two of these tests that way or by
-    a replaced handler, after other tests in the same worker."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
-    mask = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        signal.signal(signal.SIGINT, previous)
+# Each test signals its own process (tests/conftest.py).
+pytestmark = pytest.mark.usefixtures("signals_reach_main_thread")
 
 
 def test_a_signal_inside_the_block_reaches_its_handler_after_the_block():
