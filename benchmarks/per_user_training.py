@@ -49,11 +49,11 @@ from uldp.trainers.data.mnist import load as load_mnist  # noqa: E402
 from uldp.trainers.data.pipeline import federate  # noqa: E402
 from uldp.trainers.models import build_model, default_model_name, loss_for, parameter_count  # noqa: E402
 from uldp.trainers.per_user import (  # noqa: E402
-    LOOP_STEP_RECORDS,
     LocalTraining,
     batched_path,
     clip_rows,
     loop_user_deltas,
+    loops_in_stacked,
     user_deltas,
 )
 from uldp.trainers.runner import build_silos, round_rngs  # noqa: E402
@@ -229,7 +229,9 @@ def measure(model_kind, users, epochs, *, data_path, device, loop_budget, repeat
         "batched_path": path,
         "floor_batch": floor_batch,
         # Users whose steps are large enough for the loop to be as fast take it (per_user.py).
-        "looped_user_silo_pairs": int((ctx.counts >= LOOP_STEP_RECORDS).sum()) if path == "stacked" else 0,
+        "looped_user_silo_pairs": int(loops_in_stacked(ctx.counts, training).sum())
+        if path == "stacked"
+        else 0,
         "loop_scaled_from": None
         if timed_pairs == total_pairs
         else f"{timed_pairs} of {total_pairs} user-silo pairs, scaled linearly",

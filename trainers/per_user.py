@@ -237,9 +237,7 @@ def grouped_user_deltas(
     records = np.flatnonzero(users[by_id[where]] == owners)
     slot = by_id[where[records]]  # row of each kept record's user in `users`
     counts = np.bincount(slot, minlength=len(users))
-    looped = np.zeros(len(users), dtype=bool)
-    if path == "stacked":
-        looped = np.minimum(counts, training.batch_size or counts.max(initial=0)) >= LOOP_STEP_RECORDS
+    looped = loops_in_stacked(counts, training) if path == "stacked" else np.zeros(len(users), dtype=bool)
     stacked_rows = np.flatnonzero(~looped)
     groups = record_count_groups(
         counts[stacked_rows],
@@ -298,6 +296,13 @@ def grouped_user_deltas(
         if local is not None:
             _write_rows(block, [local[k] for k in base], sizes, minus=[base[k] for k in base])
     return users[np.concatenate(groups)], by_group
+
+
+def loops_in_stacked(counts: np.ndarray, training: LocalTraining) -> np.ndarray:
+    """Which users the stacked path trains in the loop: those whose SGD steps hold at least
+    LOOP_STEP_RECORDS records (a whole user's records per step without mini-batches)."""
+    steps = counts if training.batch_size is None else np.minimum(counts, training.batch_size)
+    return steps >= LOOP_STEP_RECORDS
 
 
 def max_call_records(model: nn.Module, x: torch.Tensor, path: str) -> int:

@@ -39,14 +39,12 @@ from .models import Dense
 def stackable(model: nn.Module) -> bool:
     """Whether every layer with parameters or buffers has a stacked version here."""
     for module in model.modules():
-        if isinstance(module, (nn.Conv2d, nn.Linear, Dense)):
-            if isinstance(module, nn.Conv2d) and (module.groups != 1 or module.padding_mode != "zeros"):
+        if isinstance(module, nn.Conv2d):
+            if module.groups != 1 or module.padding_mode != "zeros" or isinstance(module.padding, str):
                 return False
-            if isinstance(module, nn.Conv2d) and isinstance(module.padding, str):
-                return False
-            continue
-        if any(True for _ in module.parameters(recurse=False)) or any(
-            True for _ in module.buffers(recurse=False)
+        elif not isinstance(module, (nn.Linear, Dense)) and (
+            next(module.parameters(recurse=False), None) is not None
+            or next(module.buffers(recurse=False), None) is not None
         ):
             return False
     return True
@@ -70,7 +68,7 @@ def stacked_copy(model: nn.Module) -> nn.Module:
             replacement = StackedLinear(module, transposed=True)
         else:
             continue
-        _set_submodule(clone, name, replacement)
+        clone.set_submodule(name, replacement)
     return clone
 
 
@@ -82,12 +80,6 @@ def stacked_model(model: nn.Module) -> nn.Module:
     if model not in _COPIES:
         _COPIES[model] = stacked_copy(model)
     return _COPIES[model]
-
-
-def _set_submodule(root: nn.Module, name: str, module: nn.Module) -> None:
-    parent_name, _, child = name.rpartition(".")
-    parent = root.get_submodule(parent_name) if parent_name else root
-    setattr(parent, child, module)
 
 
 class StackedLinear(nn.Module):
