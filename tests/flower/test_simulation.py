@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import tempfile
+import time
 
 import numpy as np
 import pytest
 
 pytest.importorskip("flwr", reason="the 'flower' extra is not installed")  # CI installs it
 
-from tests.flower.faulty_app import FAULTS  # noqa: E402
+from tests.flower.faulty_app import FAULTS, STALL_S  # noqa: E402
 from tests.flower.faulty_app import app as faulty_app  # noqa: E402
 from tests.trainers.synthetic import make_data  # noqa: E402
 from uldp.trainers.algorithms import TrainConfig, algorithm_names, get_algorithm  # noqa: E402
@@ -135,6 +136,14 @@ def federation():
                     outcomes[name] = run(datasets.get(name, data), spies[name], cfg, model_name=MODEL)
                 except (MalformedReply, SiloFailed) as error:
                     outcomes[name] = error
+                if name in ("stall", "stall-upload"):
+                    # The server gave up on the stalled silo after TIMEOUT; its ClientApp still
+                    # sleeps, and when it returns the simulation writes that silo's context back,
+                    # the finished run's settings and all. The runs here share one Flower run, and
+                    # so that context: let it land before the next run's setup, or it replaces it
+                    # (the clean-clone CI, under load, once saw stall-upload's silo 1 answer with
+                    # the stall run's ULDP-NAIVE). Separate `uldp train` runs never share one.
+                    time.sleep(STALL_S - TIMEOUT + 3.0)
             return outcomes
 
         run_federation(SILOS, serve, client_app=faulty_app)
