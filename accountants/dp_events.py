@@ -228,13 +228,24 @@ def dp_event_from_dict(d: Mapping[str, Any]) -> DpEvent:
     return decode(d, "event")
 
 
-def dp_event_document(plan: Plan) -> dict[str, Any]:
+def dp_event_document(
+    plan: Plan,
+    *,
+    group_sizes: Sequence[int] = (),
+    user_k: int | None = None,
+    also_stated: Sequence[str] = (),
+) -> dict[str, Any]:
     """`plan`'s mechanism as JSON-able DpEvents, with how to re-account them and what they leave out.
 
     `events` holds one DpEvent, or one per silo when the silos differ (`combine`: "max": the
     record-level epsilon is the largest of theirs). The unit is what one step of the mechanism
     protects: a record (DP-SGD, ULDP-GROUP-k's silos) or a user (the user-level algorithms, whose
     released mechanism is a user-level Gaussian, ULDP-FL Theorems 1 and 3).
+
+    `not_covered` names every claim of the statement the events do not carry, so an export never
+    reads as the whole statement: the group claims (`group_sizes` above 1, and `user_k`, the most
+    records one person has), which dp-accounting has no event for, the server's view, and
+    `also_stated`, other claims the caller states, each with why it is not exported.
     """
     from importlib.metadata import version
 
@@ -248,14 +259,21 @@ def dp_event_document(plan: Plan) -> dict[str, Any]:
         not_covered.append(
             f"user level: group privacy for the {plan.group_k} records a user keeps ({_NO_GROUP})"
         )
+    unit = "user" if user_level else "record"
+    for k in dict.fromkeys(group_sizes):
+        if k > 1 and k != plan.group_k:
+            not_covered.append(f"any {k} {unit}s: group privacy ({_NO_GROUP})")
+    if user_k is not None and user_k > 1:
+        not_covered.append(f"one user (at most {user_k} records): group privacy ({_NO_GROUP})")
+    not_covered.extend(also_stated)
     if isinstance(mechanism, SubsampledGaussian) and mechanism.q < 1 and user_level:
         not_covered.append(f"the server's view of the user sample: {_NO_KNOWN_PARTICIPATION}")
     return {
         "format": "dp-accounting DpEvent",
         "dp_accounting_version": version("dp-accounting"),
         "algorithm": plan.algorithm,
-        "unit": "user" if user_level else "record",
-        "neighbouring": f"add or remove one {'user' if user_level else 'record'} (ADD_OR_REMOVE_ONE)",
+        "unit": unit,
+        "neighbouring": f"add or remove one {unit} (ADD_OR_REMOVE_ONE)",
         "combine": "single" if single else "max",
         "events": [dp_event_to_dict(e) for e in events],
         "not_covered": not_covered,

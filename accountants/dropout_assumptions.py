@@ -40,6 +40,9 @@ def dropout_assumptions(
         else "exact delta(eps) = E_K[delta_Gauss(eps; sqrt(K)/m)], K ~ Bin(T, q), inverted by "
         "bisection (no PLD/PRV discretisation needed)"
     )
+    if q >= 1:
+        # Every view is a composition of plain Gaussians: the exact curve, not the accountant's.
+        server_accounting = "exact, as the model rows (q = 1, see exact)"
     out = {
         "mechanism": (
             f"each round every participant is sampled with probability q = {q:g} "
@@ -93,6 +96,14 @@ def dropout_assumptions(
             "(outsiders); server = the server's view; coalition = colluding survivors"
         ),
     }
+    if q >= 1:
+        out["exact"] = (
+            "q = 1: no sub-sampling, so every row (model, server, coalition) is a composition of "
+            "plain Gaussians, mu-GDP with mu = sqrt(T)/m, and its epsilon is exact (Balle & Wang "
+            "2018 Thm. 8, inverted by bisection and rounded up; accountants/gaussian.py), below "
+            "every accountant's; the accountant's figure is the cross-check "
+            "(JSON: accountant_epsilon, server_accountant_epsilon)"
+        )
     if uses_rdp(ours["accountant"]):
         out["orders"] = orders_label(ours["orders"])
     if paper:

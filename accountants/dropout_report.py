@@ -39,16 +39,27 @@ def dropout_report(
     (`coalition_multiplier`, `coalition_epsilon` / `coalition_max_rounds`), accounted like the
     server: in Algorithm 3 they know U^t, and the known-participation figure bounds the other case
     too (forgetting K is post-processing).
+
+    At q = 1 every view is a composition of plain Gaussians and its figures are exact
+    (`accountants.gaussian`); each result then also carries the accountant's epsilon as the
+    cross-check (`accountant_epsilon`, `server_accountant_epsilon`, `coalition_accountant_epsilon`).
+    The paper's figures are always the paper's method.
     """
     accountings = {"ours": accounting, **({"paper": paper} if paper else {})}
+    exact = q >= 1.0
 
     @cache
     def eps(multiplier: float, t: int, which: str) -> float:
-        return dropout_epsilon(multiplier, q, t, delta, **accountings[which])
+        return dropout_epsilon(multiplier, q, t, delta, exact=which == "ours", **accountings[which])
 
     @cache
     def most(multiplier: float, budget: float, which: str) -> int:
-        return max_rounds(multiplier, q, budget, delta, **accountings[which])
+        return max_rounds(multiplier, q, budget, delta, exact=which == "ours", **accountings[which])
+
+    @cache
+    def cross_check(multiplier: float, t: int, server: bool) -> float:
+        of = server_epsilon if server else dropout_epsilon
+        return of(multiplier, q, t, delta, exact=False, **accounting)
 
     @cache
     def server_eps(multiplier: float, t: int) -> float:
@@ -84,6 +95,11 @@ def dropout_report(
                 if colluding is not None:
                     out["coalition_multiplier"] = colluding
                     out[f"coalition_{name}"] = seen(colluding, value)
+                if exact and name == "epsilon":
+                    out["accountant_epsilon"] = cross_check(m, value, False)
+                    out["server_accountant_epsilon"] = cross_check(server, value, True)
+                    if colluding is not None:
+                        out["coalition_accountant_epsilon"] = cross_check(colluding, value, True)
                 return out
 
             results += [entry("rounds", t, eps, server_eps, "epsilon") for t in rounds]

@@ -24,6 +24,11 @@ seconds per round, every round). Rounds that
 released nothing (nobody sampled, the sampled weight below n_0, too few survivors for the secure
 aggregation) add nothing.
 
+At q = 1 (every participant sampled every round) both views are plain Gaussians, one per
+released round, and their composition is exact in closed form (`accountants.gaussian`: mu-GDP,
+Balle & Wang 2018 Thm. 8); the run's epsilons are then that exact figure, below the accountant's
+(`run_accountant_epsilons`, the cross-check).
+
 Assumptions, as in `uldp dropout`: dropouts do not depend on the data, and the weight sums the
 server broadcasts (n, n') are public and treated as independent of who was sampled (the paper's
 accounting, §V-B: a participant joins each round with probability q).
@@ -41,6 +46,7 @@ from uldp.errors import InvalidParameter
 
 from .dropout import DropoutRound
 from .events import Composed, Event, KnownParticipation, SubsampledGaussian
+from .gaussian import exact_gaussian_epsilon
 from .registry import account_event
 
 
@@ -110,8 +116,30 @@ def run_epsilons(
     """(released model's, server's) epsilon at `delta` after these rounds; (0, 0) before any.
 
     `accounting`: the registry's options (accountant, conversion, orders); the default is the RDP
-    accountant with the improved conversion, as `uldp dropout` and `uldp train` print.
+    accountant with the improved conversion, as `uldp dropout` and `uldp train` print. At q = 1
+    both views are compositions of plain Gaussians (multipliers m_t): their exact epsilon
+    (`accountants.gaussian`, mu = sqrt(sum_t 1/m_t^2)) is returned instead, as `uldp dropout`
+    prints at q = 1; `run_accountant_epsilons` gives the accountant's figures, the cross-check.
     """
+    if not rounds:
+        return 0.0, 0.0
+    model, server = run_events(rounds, z, q, secure=secure)
+    return _tightest(model, delta, accounting), _tightest(server, delta, accounting)
+
+
+def _tightest(event: Event, delta: float, accounting: dict[str, Any]) -> float:
+    # At q = 1 the rounds are plain Gaussians, whose composition has an exact epsilon below
+    # every accountant's; otherwise the accountant's bound.
+    exact = exact_gaussian_epsilon(event, delta)
+    if exact is not None:
+        return exact
+    return account_event(event, delta, **_grid_only(event, accounting)).epsilon
+
+
+def run_accountant_epsilons(
+    rounds: Sequence[ObservedRound], z: float, q: float, delta: float, *, secure: bool, **accounting: Any
+) -> tuple[float, float]:
+    """`run_epsilons` by the accountant alone, also at q = 1 (the cross-check of the exact figure)."""
     if not rounds:
         return 0.0, 0.0
     model, server = run_events(rounds, z, q, secure=secure)

@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from uldp.errors import DataError, InvalidParameter
+from uldp.input_files import CAPS, InputFileError, read_text
 
 from .events import SIGMA_MAX, SIGMA_MIN, Composed, Event, Group, SubsampledGaussian
 
@@ -156,9 +157,9 @@ def read_opacus_file(path: str | os.PathLike[str]) -> SubsampledGaussian | Compo
     """
     name = Path(path).name
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")  # -sig: a BOM some editors write
-    except FileNotFoundError:
-        raise DataError(f"{name}: no such file") from None
+        text = read_text(path, None, cap=CAPS["json"])  # utf-8-sig: a BOM some editors write
+    except InputFileError as exc:  # no such file, a FIFO, a device, over the cap
+        raise DataError(f"{name}: {exc.reason}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise DataError(f"{name}: cannot read it as a JSON text file ({exc})") from None
     try:
@@ -209,8 +210,9 @@ class DpSgdDescription:
       arithmetic; an extra step only loosens the bound), so the events are TF-Privacy's.
     - `mechanism()`: SubsampledGaussian(sigma, q, steps), the Poisson line; `mechanism(poisson=
       False)`: SubsampledGaussian(sigma, 1, ceil(epochs)), the once-per-epoch line; sigma is
-      noise_multiplier, halved when `used_microbatching` (default False here, the case of
-      Opacus and of microbatches of one example, where TF-Privacy's flag must be False).
+      noise_multiplier, halved when `used_microbatching`, whose default is TF-Privacy's (True):
+      the safe side when the microbatch size is not known. Microbatches of one example (the
+      case of Opacus, and of TF-Privacy with num_microbatches = batch size) need False.
     - `user_event()`: Group(mechanism(), k), accounted by our group methods: "pld" is TF-Privacy's
       PLD path (the same mixture; our grid is chosen per mechanism, accountants/pld.py),
       "normal" is its RDP path with Kasiviswanathan-Smith's delta' k e^{(k-1) eps} in place of
@@ -227,7 +229,7 @@ class DpSgdDescription:
     dataset_size: int
     epochs: float
     max_examples_per_user: int | None = None
-    used_microbatching: bool = False
+    used_microbatching: bool = True  # TF-Privacy's default: the larger, always valid, epsilon
 
     def __post_init__(self) -> None:
         _check_real(self.noise_multiplier, "noise_multiplier")
@@ -273,6 +275,23 @@ class DpSgdDescription:
         return int(math.ceil(self.epochs))
 
     @property
+    def microbatching_assumption(self) -> str:
+        """What the accounted multiplier assumes about microbatches, for a statement's assumptions."""
+        if self.used_microbatching:
+            return (
+                f"used_microbatching=True (TF-Privacy's default): microbatches of more than one "
+                f"record double the add-or-remove sensitivity, so the noise multiplier accounted is "
+                f'{self.noise_multiplier:g} / 2 = {self.sigma:g} ("How to DP-fy ML", Sec. 5.6); '
+                "with one record per microbatch (Opacus) --no-microbatching accounts "
+                f"{self.noise_multiplier:g}"
+            )
+        return (
+            "used_microbatching=False: every record clipped on its own (microbatches of one record, "
+            f"as in Opacus), so the noise multiplier accounted is {self.noise_multiplier:g}; "
+            "microbatches of several records would halve it (TF-Privacy's default, --microbatching)"
+        )
+
+    @property
     def sigma(self) -> float:
         """The noise multiplier accounted: halved with microbatching (TF-Privacy's b/271462792)."""
         return self.noise_multiplier / 2 if self.used_microbatching else float(self.noise_multiplier)
@@ -282,6 +301,21 @@ class DpSgdDescription:
         if poisson:
             return SubsampledGaussian(self.sigma, self.q, self.steps)
         return SubsampledGaussian(self.sigma, 1.0, self.epoch_steps)
+
+    def once_per_epoch_claims(self) -> list[str]:
+        """The once-per-epoch claims, in words, for an export of the Poisson line alone (`dp_events.
+        dp_event_document`'s `also_stated`): the same run read without sampling."""
+        plain = f"{self.epoch_steps} compositions of GaussianDpEvent({{}}) (no sampling)"
+        out = [
+            f"one record (once per epoch): {plain.format(f'{self.sigma:g}')}, stated beside the sampled line"
+        ]
+        k = self.max_examples_per_user
+        if k is not None and k > 1:
+            out.append(
+                f"one user (at most {k} records, once per epoch): {plain.format(f'{self.sigma / k:g}')}, "
+                "all k records in one batch"
+            )
+        return out
 
     def user_event(self, *, poisson: bool = True) -> Event:
         """The user-level event for at most k = max_examples_per_user examples per user.

@@ -6,7 +6,8 @@ Two conversions from the paper, both valid for every mechanism accounted by RDP:
   of at most 2^ceil(log2 k) records, so k that is not a power of two uses the next power.
 - Lemma 5 (Kasiviswanathan & Smith): (eps, delta')-DP gives (k eps, k e^{(k-1) eps} delta')-DP
   for groups of k. The delta' fed to the RDP conversion is searched (the bisection under
-  Fig. 2) so that k e^{(k-1) eps(delta')} delta' <= delta, entirely in log space.
+  Fig. 2) so that k e^{(k-1) eps(delta')} delta' <= delta, entirely in log space, then solved
+  again at the real orders next to the best grid order.
 The tight PLD group bound lives in `accountants.pld`.
 """
 
@@ -19,7 +20,7 @@ import numpy as np
 
 from uldp.errors import InvalidParameter
 
-from .conversion import Conversion, epsilon_curve, rdp_to_dp, refine
+from .conversion import _GOLDEN, _REFINE_STEPS, epsilon_curve, rdp_to_dp, refine
 from .orders import DEFAULT_ORDERS, Orders, OrdersSpec
 from .profile import RdpProfile
 from .rdp import MAX_EXACT_ORDER
@@ -114,25 +115,59 @@ def normal_group(
     largest feasible delta'. The constraint need not be monotone in delta', so we scan a
     log grid for the largest feasible point and then bisect towards its infeasible neighbour,
     always keeping a feasible end (the returned bound is checked feasible, never interpolated).
+    With the default orders the split is then solved again at the real orders next to the best
+    grid order (`_real_order_group`).
     """
     orders_set = Orders.parse(orders_spec)
     found = orders_set.best(lambda orders: _normal_group_at(profile, k, log_delta, orders, conversion))
     if orders_set.preset != "default" or found.record_log_delta is None or found.order is None:
         return found
-    # The record-level epsilon at the delta' found, refined over real orders (a smaller
-    # eps(delta') only loosens the constraint on delta', so the pair stays feasible).
-    record = refine(
-        Conversion(found.epsilon / k, found.order),
-        orders_set.grid,
-        profile.at,
-        found.record_log_delta,
-        conversion,
-    )
-    if record.epsilon * k >= found.epsilon:
+    return _real_order_group(profile, k, log_delta, conversion, orders_set.grid, found)
+
+
+def _real_order_group(
+    profile: RdpProfile, k: int, log_delta: float, conversion: str, grid: np.ndarray, found: GroupBound
+) -> GroupBound:
+    """`found` (Lemma 5 at the best grid order) improved over the real orders next to its order.
+
+    At each real order alpha the delta' split is solved again (`_normal_group_at` with that order
+    alone): a smaller eps_alpha(delta') loosens the constraint, so a larger delta' becomes
+    feasible and lowers eps_alpha once more. Each candidate is a complete Lemma 5 bound, its
+    delta' checked feasible at its own order from the RDP at that real order (Mironov et al. 2019
+    §3.3's fractional series, an upper bound), so the smallest of them and `found` is valid
+    whatever the shape of the curve; golden-section search as `conversion.refine`.
+    """
+    assert found.order is not None  # the caller checked
+    i = int(np.searchsorted(grid, found.order))
+    if i >= grid.size or grid[i] != found.order or not math.isfinite(found.epsilon) or found.epsilon == 0:
         return found
-    return GroupBound(
-        k * record.epsilon, record.order, record.order, k, record_log_delta=found.record_log_delta
-    )
+    lo = grid[i - 1] if i > 0 else 1.0 + (grid[0] - 1.0) / 50.0
+    hi = grid[i + 1] if i + 1 < grid.size else grid[i]
+
+    def at(alpha: float) -> GroupBound:
+        return _normal_group_at(profile, k, log_delta, np.array([alpha]), conversion)
+
+    best = found
+    a, b = lo, hi
+    x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    f1, f2 = at(x1).epsilon, at(x2).epsilon
+    for _ in range(_REFINE_STEPS):
+        if f1 <= f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - _GOLDEN * (b - a)
+            f1 = at(x1).epsilon
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + _GOLDEN * (b - a)
+            f2 = at(x2).epsilon
+    # alpha - 1 to 4 significant digits, solved again there: the printed order is the one the
+    # bound holds at (as `conversion.refine` does).
+    alpha = 1.0 + float(f"{(x1 if f1 <= f2 else x2) - 1.0:.4g}")
+    if alpha > 1.0:
+        candidate = at(alpha)
+        if candidate.epsilon < best.epsilon:
+            best = candidate
+    return best
 
 
 def _normal_group_at(

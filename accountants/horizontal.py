@@ -23,6 +23,13 @@ rate q; s of the N members are selected per round, for R rounds.
   steps, so keeping the local RDP curve needs R / s rounds; `rule_of_thumb` reports both.
 - Over several subjects (`account_subjects`) the round limits are the least over their holdings:
   the subject with the largest epsilon at R rounds need not bind them (RDP curves cross).
+- LocalGroupDP and LocalItemDP (DP-SGD: per-item clipping, the clipped gradients summed) draw
+  each of a member's m items of the subject on its own at rate q, so one mini-batch moves the
+  noised sum by B C, B ~ Binomial(m, q): the group-of-k step of `accountants.pld` with k = m
+  (a `MixturePart`). PLD accounts that mixture exactly (`mixture_pld_epsilon`, the group PLD's
+  step); RDP bounds it by m steps of a Poisson-subsampled Gaussian of multiplier sigma / sqrt(m)
+  (`MixturePart`'s docstring). The older bound, multiplier sigma / m at rate 1 - (1 - q)^m (an
+  m C shift whichever items are drawn), is kept as a cross-check (`sensitivity_bound`).
 """
 
 from __future__ import annotations
@@ -32,12 +39,14 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from functools import lru_cache
+from typing import Any, NamedTuple
 
 from uldp.errors import InvalidParameter
 
 from .account import record_level
-from .calibrate import calibrate, most_rounds
-from .events import Composed, Event, SubsampledGaussian
+from .calibrate import NoStepFits, calibrate
+from .events import Composed, SubsampledGaussian, check_tight_sigma
 from .orders import integer_orders
 from .registry import account_event
 from .subject import subject_sampling_rate
@@ -49,7 +58,8 @@ ACCOUNTANTS = ("rdp", "pld")
 #: HiGradAvgDP averages a subject's clipped gradients (Lemma 3.7): C. UserLDP clips the whole
 #: mini-batch's gradient (Lemma 3.2) and a subject's items can turn it into any other vector of
 #: norm <= C: 2C (the replacement bound; Lemma 3.2 states C, which holds only against an empty
-#: batch). LocalGroupDP and LocalItemDP (DP-SGD) sum per-item clipped gradients: m C.
+#: batch). LocalGroupDP and LocalItemDP (DP-SGD) sum per-item clipped gradients: m C, B C when B
+#: of the m are drawn (`MixturePart` accounts that mixture).
 MECHANISMS = ("higradavgdp", "userldp", "localgroupdp", "localitemdp")
 
 
@@ -94,8 +104,38 @@ class FederationRun:
         return replace(self, rounds=rounds)
 
 
+#: The mechanisms whose mini-batch sums a subject's clipped per-item gradients (DP-SGD): each of
+#: its items at a member is drawn on its own, so the shift is Binomial(m, q) C (`MixturePart`).
+SUMMED = ("localgroupdp", "localitemdp")
+
+
+class MixturePart(NamedTuple):
+    """`steps` mini-batches of a member holding `items` of the subject's items, each drawn on its
+    own at rate `q` (Poisson sampling) and each moving the noised sum by at most C, the
+    contributions summed (LocalGroupDP, LocalItemDP): a step's shift is B C, B ~ Binomial(items, q).
+
+    Worst case, the clipped contributions are aligned at full norm, and a mixture of Gaussians
+    with vector shifts is dominated by the one with scalar shifts of their norms (Choquette-Choo,
+    Ganesh, Steinke, Thakurta 2024, arXiv 2310.15526, Cor. 4.7): MixtureOfGaussiansDpEvent(sigma,
+    [0..m], Binomial(m, q).pmf), the group-of-k step of `accountants.pld` with k = m, which PLD
+    accounts exactly. RDP bounds it by `as_run`: the step's noise N(0, sigma^2 C^2) is the sum of
+    m independent N(0, sigma^2 C^2 / m), so the step is a post-processing (the sum, plus the rest
+    of the batch, which the subject does not touch) of m releases, item i's clipped gradient if
+    drawn plus its own share of the noise: m Poisson-subsampled Gaussians at rate q of multiplier
+    sigma / sqrt(m), composed (Lemma 1).
+    """
+
+    q: float
+    steps: int
+    items: int
+
+    def as_run(self, sigma: float) -> SubsampledGaussian:
+        """The RDP bound: m steps of multiplier sigma / sqrt(m) at rate q per mini-batch."""
+        return SubsampledGaussian(sigma / math.sqrt(self.items), self.q, self.items * self.steps)
+
+
 #: (sampling rate, steps) pairs, or (sampling rate, steps, sensitivity in units of C) where the
-#: sensitivity is not 1, composed sequentially.
+#: sensitivity is not 1, or `MixturePart`s (LocalGroupDP, LocalItemDP), composed sequentially.
 Composition = tuple[tuple[float, ...], ...]
 
 
@@ -117,7 +157,10 @@ def federation_composition(run: FederationRun, holding: Sequence[int]) -> Compos
 
 def _part(run: FederationRun, items: int, steps: int) -> tuple[float, ...]:
     """`steps` mini-batches of a member holding `items` of the subject's items: drawn at
-    1 - (1 - q)^m (Poisson sampling), moving the noised sum by the mechanism's sensitivity."""
+    1 - (1 - q)^m (Poisson sampling), moving the noised sum by the mechanism's sensitivity; for
+    the mechanisms that sum per-item contributions, the Binomial(m, q) mixture (`MixturePart`)."""
+    if run.mechanism in SUMMED:
+        return MixturePart(run.q, steps, items)
     rate = subject_sampling_rate(run.q, items)
     sensitivity = subject_sensitivity(run.mechanism, items)
     return (rate, steps) if sensitivity == 1 else (rate, steps, sensitivity)
@@ -133,11 +176,25 @@ def composition_event(composition: Composition, sigma: float) -> Composed | None
     mixtures leaves one sub-sampled Gaussian of multiplier sigma / s.
     """
     parts = tuple(
-        SubsampledGaussian(sigma / (part[2] if len(part) > 2 else 1.0), part[0], int(part[1]))
+        part.as_run(sigma)
+        if isinstance(part, MixturePart)
+        else SubsampledGaussian(sigma / (part[2] if len(part) > 2 else 1.0), part[0], int(part[1]))
         for part in composition
         if part[1] > 0
     )
     return Composed(parts) if parts else None
+
+
+def sensitivity_bound(composition: Composition) -> Composition:
+    """The composition with each `MixturePart` bounded as before the mixture was accounted (the
+    cross-check): the subject drawn at 1 - (1 - q)^m, the sum moved by m C whichever items are
+    drawn (multiplier sigma / m). Valid, and loose for m > 1."""
+    return tuple(
+        (subject_sampling_rate(part.q, part.items), part.steps, float(part.items))
+        if isinstance(part, MixturePart)
+        else part
+        for part in composition
+    )
 
 
 def user_ldp_epsilon(
@@ -268,9 +325,12 @@ def composed_epsilon(
     """Epsilon of the sequential composition of Poisson-subsampled Gaussians (rate, steps).
 
     RDP: the holders' curves add (Lemma 1); PLD: one PLD of the composed events, which for one
-    holder is exactly `uldp account --accountant pld`.
+    holder is exactly `uldp account --accountant pld`. `MixturePart`s: by PLD the exact mixture
+    (`mixture_pld_epsilon`), by RDP `MixturePart.as_run`.
     """
     _check_accountant(accountant)
+    if accountant == "pld" and any(isinstance(part, MixturePart) for part in composition):
+        return mixture_pld_epsilon(composition, sigma, delta)
     event = composition_event(composition, sigma)
     if event is None:
         return 0.0
@@ -284,18 +344,32 @@ class SubjectGuarantee:
     local_epsilon: float
     federation_epsilon: float
     members_composed: int  # min(s, k): holders taking part in one round, worst case
+    # LocalGroupDP and LocalItemDP with m > 1 items at a holder: the same two figures by the older
+    # sensitivity-m bound (`sensitivity_bound`), a cross-check never below them; None otherwise.
+    local_cross_check: float | None = None
+    federation_cross_check: float | None = None
 
 
 def subject_guarantee(
     run: FederationRun, holding: Sequence[int], delta: float, **accounting
 ) -> SubjectGuarantee:
-    """Local and federation-wide epsilon of one subject with this holding."""
+    """Local and federation-wide epsilon of one subject with this holding (and, where the
+    mixture is accounted, the sensitivity-m cross-check of both)."""
     holding = tuple(sorted(holding, reverse=True))
+    local, federation = local_composition(run, holding), federation_composition(run, holding)
+    local_epsilon = composed_epsilon(local, run.sigma, delta, **accounting)
+    federation_epsilon = composed_epsilon(federation, run.sigma, delta, **accounting)
+    check: tuple[float | None, float | None] = (None, None)
+    if run.mechanism in SUMMED and max(holding) > 1:
+        try:
+            check = (
+                composed_epsilon(sensitivity_bound(local), run.sigma, delta, **accounting),
+                composed_epsilon(sensitivity_bound(federation), run.sigma, delta, **accounting),
+            )
+        except InvalidParameter:
+            pass  # PLD cannot resolve sigma / m (a tiny multiplier): no cross-check, the figures stand
     return SubjectGuarantee(
-        holding,
-        composed_epsilon(local_composition(run, holding), run.sigma, delta, **accounting),
-        composed_epsilon(federation_composition(run, holding), run.sigma, delta, **accounting),
-        min(run.per_round, len(holding)),
+        holding, local_epsilon, federation_epsilon, min(run.per_round, len(holding)), *check
     )
 
 
@@ -312,17 +386,15 @@ def max_rounds(
     compose = federation_composition if federation else local_composition
     _check_accountant(accounting.get("accountant", "rdp"))
 
-    def released(rounds: int) -> Event:
-        event = composition_event(compose(run.with_rounds(rounds), holding), run.sigma)
-        assert event is not None  # the search asks for one round or more, and every holder steps
-        return event
+    def spent(rounds: float) -> float:
+        return composed_epsilon(
+            compose(run.with_rounds(int(rounds)), holding), run.sigma, delta, **accounting
+        )
 
-    return most_rounds(
-        released,
-        budget,
-        delta,
-        **accounting,
-    )
+    try:
+        return int(calibrate(spent, budget, "rounds").value)
+    except NoStepFits:
+        return 0
 
 
 @dataclass(frozen=True)
@@ -397,6 +469,103 @@ def group_noise(
 
     found = calibrate(epsilon_of, item_eps, "sigma")
     return GroupNoise(z, found.value, item_eps, item_delta, found.epsilon)
+
+
+#: Mixture PLDs of one step kept (per sigma, q, items, grid): building one inverts the mixture's
+#: loss point by point (seconds), composing it over the steps takes milliseconds, and a round-limit
+#: search or a run's per-round accounting asks for the same step at many step counts.
+_MIXTURE_STEPS = 32
+
+
+def mixture_pld_epsilon(composition: Composition, sigma: float, delta: float) -> float:
+    """Epsilon at `delta` of a composition with `MixturePart`s by PLD: each part the exact
+    Binomial(m, q) mixture of Gaussians (the group-of-k step of `accountants.pld` with k = m,
+    pessimistic, both directions of add-or-remove), self-composed over its steps, the parts
+    composed on one grid (adaptive composition of dominating pairs).
+
+    The grid is the finest of the parts' `pld._default_discretization` (the group PLD's rule),
+    rounded down to a power of 2 so that the local and federation-wide figures, and the parts,
+    share their step PLDs (a finer grid is only more accurate).
+    """
+    from .group import MAX_PLD_GROUP_K
+    from .pld import MAX_STEPS, _default_discretization
+
+    if not 0 < delta < 1:
+        raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
+    parts = [_as_mixture(part) for part in composition if part[1] > 0]
+    if not parts:
+        return 0.0
+    check_tight_sigma([SubsampledGaussian(sigma, parts[0].q, 1)], "pld")
+    most = max(part.items for part in parts)
+    if most > MAX_PLD_GROUP_K:
+        raise InvalidParameter(
+            f"the PLD accountant serves subjects with up to {MAX_PLD_GROUP_K} items at one member, "
+            f"got {most}; use --accountant rdp"
+        )
+    if sum(part.steps for part in parts) > MAX_STEPS:
+        raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
+    finest = min(
+        _default_discretization(SubsampledGaussian(sigma, part.q, part.steps), (part.items,))
+        for part in parts
+    )
+    grid = 2.0 ** math.floor(math.log2(finest))
+    composed = None
+    try:
+        for part in parts:
+            run = _mixture_run_pld(sigma, part, grid)
+            composed = run if composed is None else composed.compose(run)
+    except OverflowError:
+        # dp-accounting's mixture PLD exponentiates the loss, about m^2 / (2 sigma^2).
+        raise InvalidParameter(
+            f"the PLD accountant overflows for a subject with {most} items at one member at "
+            f"sigma = {sigma:g}; use --accountant rdp"
+        ) from None
+    assert composed is not None  # `parts` is not empty
+    return float(composed.get_epsilon_for_delta(delta))
+
+
+def _as_mixture(part: tuple[float, ...]) -> MixturePart:
+    if isinstance(part, MixturePart):
+        return part
+    raise InvalidParameter("a PLD mixture composition takes MixtureParts only")  # one mechanism per run
+
+
+def _mixture_run_pld(sigma: float, part: MixturePart, grid: float) -> Any:
+    """The part's PLD over its steps: its cached step PLD self-composed (q = 1: every item is
+    drawn, a Gaussian of sensitivity m, composed exactly by `pld._unit_pld`)."""
+    from .pld import _unit_pld
+
+    if part.q >= 1.0:
+        return _unit_pld(SubsampledGaussian(sigma, 1.0, part.steps), part.items, grid)
+    return _mixture_step_pld(sigma, part.q, part.items, grid).self_compose(part.steps)
+
+
+@lru_cache(maxsize=_MIXTURE_STEPS)
+def _mixture_step_pld(sigma: float, q: float, items: int, grid: float) -> Any:
+    """One step's PLD: the mixture with shifts 0..m, weights Binomial(m, q) (m = 1: the
+    Poisson-subsampled Gaussian), as `pld._unit_pld` builds a group's step, made dense."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+    from .pld import _as_dense, _mixture
+
+    if items == 1:
+        step = pld_lib.from_gaussian_mechanism(
+            standard_deviation=sigma,
+            sensitivity=1,
+            sampling_prob=q,
+            pessimistic_estimate=True,
+            value_discretization_interval=grid,
+        )
+    else:
+        sensitivities, probs = _mixture(items, q)
+        step = pld_lib.from_mixture_gaussian_mechanism(
+            standard_deviation=sigma,
+            sensitivities=sensitivities.tolist(),
+            sampling_probs=probs.tolist(),
+            pessimistic_estimate=True,
+            value_discretization_interval=grid,
+        )
+    return _as_dense(step, grid)
 
 
 def _check_accountant(accountant: str) -> None:

@@ -24,6 +24,7 @@ tight accountants (pld, prv) account `KnownParticipation` events with it
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.special import log_ndtr, ndtr
@@ -119,12 +120,22 @@ def known_participation_exact_epsilon(event: KnownParticipation, delta: float) -
     def excess(eps: float) -> float:
         return known_participation_delta(eps, event.sigma, event.q, event.rounds) - delta
 
+    return smallest_epsilon(excess)
+
+
+def smallest_epsilon(
+    excess: Callable[[float], float], *, start: float = 1.0, relative: float = 1e-10
+) -> float:
+    """The smallest epsilon >= 0 with `excess(epsilon) <= 0`, for an `excess` (delta(eps) less
+    the target) that decreases in epsilon: 0 if `excess(0) <= 0`, else the upper end of a
+    bisection bracket `relative` wide, doubled from `start` until it holds, so that the figure
+    returned is never below the exact one."""
     if excess(0.0) <= 0:
         return 0.0
-    lo, hi = 0.0, 1.0
-    while excess(hi) > 0:
+    lo, hi = 0.0, start
+    while excess(hi) > 0:  # checked, not assumed: the bracket is doubled until it holds
         lo, hi = hi, 2.0 * hi
-    while hi - lo > 1e-10 * max(1.0, hi):
+    while hi - lo > relative * max(1.0, hi):
         mid = 0.5 * (lo + hi)
         if excess(mid) > 0:
             lo = mid

@@ -5,7 +5,8 @@ where epsilon*(q) is `personalized.EpsilonCurve` (increasing in q). Three ways, 
 
 - ``exact`` (default): epsilon*(q) evaluated exactly on a geometric grid of rates q_min ... q_cap
   with ratio <= 1.001, made non-decreasing by a running maximum (a no-op when the computed curve
-  is monotone, as it is checked to be; otherwise it only moves answers down), and each budget
+  is monotone below q = 1, as it is checked to be; otherwise it only moves answers down; at
+  q = 1 the curve is exact and steps down, `EpsilonCurve.full_rate_epsilon`), and each budget
   given the largest grid rate whose epsilon is within it. The epsilon reported for a record is
   the exact epsilon*(q) of the rate it gets, so it never exceeds the budget, and that rate is
   within 0.1% of the largest admissible one (the next grid rate, at most 1.001 times larger,

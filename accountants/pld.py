@@ -23,6 +23,12 @@ Binomial(k, q).pmf), self-composed over the steps (adaptive composition of domin
 With q = 1 every record is always sampled: a Gaussian with sensitivity k. A group that mixes
 added and removed records (a replacement) is not covered.
 
+Compositions (Composed, e.g. an Opacus history of several phases): the k records are in every
+phase, and the dominance above holds step by step whatever the earlier steps released, so a group
+of k over phases (sigma_i, q_i, T_i) is bounded by the composition of each phase's mixture PLD
+(`pld_distribution_composed` with k > 1), both directions composed separately. Lemma 5 on the
+composed RDP curve is 3-4x looser (docs/group-privacy.md).
+
 Over silos (ParallelSilos): at k = 1 a record lies in one silo, so the bound is the worst silo.
 At k > 1 the user's records may be split over silos as (k_1, ..., k_m); each silo's part is a
 group of k_i for that silo's own mechanism, and the silos' outputs compose. We take the worst
@@ -69,6 +75,9 @@ _GRID_PER_LOSS_STD = 30.0
 _GRID_PER_SPLIT_LOSS_STD = 10.0
 # The group bound over silos accounts every split of k; beyond this many it is too slow.
 MAX_PARTITIONS = 200
+# A group over a composition builds one mixture PLD per distinct phase (about a second or more
+# each); beyond this many phases the rdp and normal group methods answer instead.
+MAX_GROUP_PHASES = 32
 # dp-accounting's self-composition bounds its FFT by a tail estimate that widens with the steps:
 # 1e7 steps take about 15 s here, 1e8 about 2 minutes, 1e9 run out of memory.
 MAX_STEPS = 10**7
@@ -120,13 +129,7 @@ def _checked_silos(
     mechanism: Mechanism, k: int, discretization: float | None
 ) -> tuple[SubsampledGaussian, ...]:
     """The silos of `mechanism`, after the checks `pld_epsilon` makes (besides delta's)."""
-    if k < 1:
-        raise InvalidParameter(f"k must be >= 1, got {k}")
-    if k > MAX_PLD_GROUP_K:
-        raise InvalidParameter(
-            f"the PLD group bound serves groups of up to {MAX_PLD_GROUP_K} records, got k = {k}; "
-            "use the 'rdp' or 'normal' group method"
-        )
+    _check_group_k(k)
     if discretization is not None and not discretization > 0:
         raise InvalidParameter(f"discretization must be > 0, got {discretization}")
     silos = silos_of(mechanism)
@@ -137,6 +140,16 @@ def _checked_silos(
             "accountant (record level, up to 1e9 steps) or 'rdp'"
         )
     return silos
+
+
+def _check_group_k(k: int) -> None:
+    if k < 1:
+        raise InvalidParameter(f"k must be >= 1, got {k}")
+    if k > MAX_PLD_GROUP_K:
+        raise InvalidParameter(
+            f"the PLD group bound serves groups of up to {MAX_PLD_GROUP_K} records, got k = {k}; "
+            "use the 'rdp' or 'normal' group method"
+        )
 
 
 @contextmanager
@@ -184,8 +197,9 @@ def _silos_plds(
     return (_split_pld(silos, split, grids[split], cache) for split in splits)
 
 
-def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float) -> float:
-    """Record-level epsilon at `delta` of the sequential composition of `mechanisms`.
+def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float, *, k: int = 1) -> float:
+    """Epsilon at `delta` of the sequential composition of `mechanisms`, for one record (k = 1)
+    or a group of k records present in every part.
 
     The same PLDs as `pld_epsilon` (pessimistic, both directions), on one grid: the finest of the
     parts' default intervals, so each part is resolved at least as well as on its own. One part
@@ -193,23 +207,44 @@ def pld_epsilon_composed(mechanisms: Sequence[SubsampledGaussian], delta: float)
     """
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
-    composed = pld_distribution_composed(mechanisms)
+    composed = pld_distribution_composed(mechanisms, k=k)
     return 0.0 if composed is None else float(composed.get_epsilon_for_delta(delta))
 
 
-def pld_distribution_composed(mechanisms: Sequence[SubsampledGaussian]) -> Any | None:
-    """The composed PLD that `pld_epsilon_composed` reads; None when no part has a step."""
+def pld_distribution_composed(mechanisms: Sequence[SubsampledGaussian], *, k: int = 1) -> Any | None:
+    """The composed PLD that `pld_epsilon_composed` reads; None when no part has a step.
+
+    A group of k > 1 records (an Opacus history of several phases, say) is in every part: each
+    step of each part is dominated by that part's mixture of Gaussians with Binomial(k, q)
+    shifts (module docstring), whatever the earlier steps released, so the run is dominated by
+    the composition of the parts' group PLDs (adaptive composition of dominating pairs, Zhu,
+    Dong, Wang 2022, Thm. 10), each direction of add-or-remove composed with itself.
+    """
     parts = [m for m in mechanisms if m.steps > 0]
     if not parts:
         return None
+    _check_group_k(k)
+    if k > 1:
+        # Composition commutes: phases of one (sigma, q) are one run of their steps, and each
+        # distinct phase costs one mixture PLD (seconds), hence the ceiling.
+        steps: dict[tuple[float, float], int] = {}
+        for m in parts:
+            steps[(m.sigma, m.q)] = steps.get((m.sigma, m.q), 0) + m.steps
+        parts = [SubsampledGaussian(sigma, q, n) for (sigma, q), n in steps.items()]
+        if len(parts) > MAX_GROUP_PHASES:
+            raise InvalidParameter(
+                f"the PLD group bound composes up to {MAX_GROUP_PHASES} distinct (sigma, q) phases, "
+                f"got {len(parts)}; use the 'rdp' or 'normal' group method"
+            )
     check_tight_sigma(parts, "pld")
     if sum(m.steps for m in parts) > MAX_STEPS:
         raise InvalidParameter(f"the PLD accountant handles up to {MAX_STEPS:.0e} steps; use 'rdp'")
-    discretization = min(_default_discretization(m, (1,)) for m in parts)
+    discretization = min(_default_discretization(m, (k,)) for m in parts)
     composed = None
-    for m in parts:
-        unit = _unit_pld(m, 1, discretization)
-        composed = unit if composed is None else composed.compose(unit)
+    with _overflow_refused(parts, k):
+        for m in parts:
+            unit = _unit_pld(m, k, discretization)
+            composed = unit if composed is None else composed.compose(unit)
     assert composed is not None  # `parts` is not empty
     return composed
 

@@ -86,7 +86,15 @@ def epsilon_table(curve: EpsilonCurve, q_min: float, q_cap: float, ratio: float 
     """Tabulate `curve` on `rate_grid(q_min, q_cap, ratio)`."""
     qs = rate_grid(q_min, q_cap, ratio)
     eps = curve(qs)
-    return EpsilonTable(qs, eps, np.maximum.accumulate(eps), bool(np.all(np.diff(eps) >= 0)))
+    return EpsilonTable(qs, eps, np.maximum.accumulate(eps), _monotone(qs, eps))
+
+
+def _monotone(qs: np.ndarray, eps: np.ndarray) -> bool:
+    """Whether epsilon* is non-decreasing over these rates, the rate q = 1 aside: there the curve
+    is the exact Gaussian composition (`EpsilonCurve.full_rate_epsilon`), below the RDP figures
+    of the rates just under it by design, not by a numerical accident."""
+    below = qs < 1.0
+    return bool(np.all(np.diff(eps[below]) >= 0))
 
 
 def feasible_range(curve: EpsilonCurve, q_min: float, q_cap: float) -> FeasibleRange:
@@ -148,7 +156,7 @@ def _exact_search(
         eps[1:-1] = curve(qs[first + 1 : last])
         eps[0], eps[-1] = eps_scout[j[0]], eps_scout[j[1] + 1]
         k = np.searchsorted(np.maximum.accumulate(eps), u, side="right") - 1
-        monotone = bool(np.all(np.diff(eps) >= 0))
+        monotone = _monotone(qs[first : last + 1], eps)
         return qs[first + k], eps[k], "the grid between the budgets' brackets, tabulated", monotone
 
     guide, eps_guide = _evaluate_between(
@@ -157,7 +165,7 @@ def _exact_search(
     envelope = np.maximum.accumulate(eps_guide)
     j = np.searchsorted(envelope, u, side="right") - 1  # guide[j] <= answer < guide[j + 1]
     lo[:], hi[:], spent[:] = guide[j], guide[j + 1], eps_guide[j]
-    monotone = bool(np.all(np.diff(eps_scout) >= 0) and np.all(np.diff(eps_guide) >= 0))
+    monotone = _monotone(qs[scout], eps_scout) and _monotone(qs[guide], eps_guide)
     start = np.floor(_interpolated_index(guide, eps_guide, j, u)).astype(np.int64)
     _probe(curve, qs, u, lo, hi, spent, start)
     unsettled = hi - lo > 1

@@ -568,6 +568,7 @@ def dp_sgd_statement(
                 "accountants do; those with it hold for any order in which each record is used once "
                 f"per epoch: {description.epoch_steps} Gaussian releases, no amplification"
             ),
+            "microbatching": description.microbatching_assumption,
             "neighbouring": "add or remove one record (one user's records for user level)",
         },
     )

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from uldp.errors import InvalidParameter
+from uldp.input_files import CAPS, read_text
 
 #: How a subject's items are spread over the members (§4.2); budgets.DISTRIBUTIONS are record budgets.
 ALLOCATIONS = ("uniform", "power")
@@ -55,7 +56,7 @@ def allocate_items(items: int, members: int, distribution: str = "uniform", alph
 HOLDINGS_HEADER = "subject,member"
 
 
-def read_holdings(path: Path) -> dict[str, list[int]]:
+def read_holdings(path: Path, members: int | None = None) -> dict[str, list[int]]:
     """Per subject, its item counts at each member holding it, from a CSV of (subject, member) rows.
 
     One row per data item (a subject's item at a member). The first row is a header naming the
@@ -64,9 +65,12 @@ def read_holdings(path: Path) -> dict[str, list[int]]:
     numbers (numeric ids, read as subject, member): text ids in the first row without those
     names are refused, as a header such as `member,subject` or `subject_id,member_id` read as
     data would silently swap the columns or add a bogus subject.
+
+    `members`: the federation's N. Integer member ids must then be 0..N-1 (member 100 or -1 of 4
+    members is a typo, not a member), and the file may name at most N members in all (issue 32).
     """
     try:
-        text = Path(path).read_text(encoding="utf-8-sig")  # spreadsheets often write a BOM
+        text = read_text(path, "--holdings", cap=CAPS["table"])  # utf-8-sig: spreadsheets write a BOM
     except (OSError, UnicodeDecodeError) as err:
         raise InvalidParameter(f"--holdings: cannot read {path}: {err}") from None
     rows = [row for row in csv.reader(text.splitlines()) if row and any(cell.strip() for cell in row)]
@@ -74,6 +78,13 @@ def read_holdings(path: Path) -> dict[str, list[int]]:
         raise InvalidParameter(f"--holdings: {path} has no (subject, member) rows")
     names = [cell.strip().lower() for cell in rows[0]]
     if "subject" in names and "member" in names:
+        repeated = next((name for name in names if name and names.count(name) > 1), None)
+        if repeated is not None:
+            # Which of two `subject` columns names the subject is a guess: refuse, as every table reader.
+            raise InvalidParameter(
+                f"--holdings: column {repeated!r} appears {names.count(repeated)} times in the header "
+                f"of {path}; give each column its own name"
+            )
         subject_col, member_col = names.index("subject"), names.index("member")
         rows = rows[1:]
     elif len(rows[0]) >= 2 and all(_is_number(cell) for cell in rows[0][:2]):
@@ -89,7 +100,37 @@ def read_holdings(path: Path) -> dict[str, list[int]]:
     for number, row in enumerate(rows, start=1):
         if len(row) < width or not row[subject_col].strip() or not row[member_col].strip():
             raise InvalidParameter(f"--holdings: {path} data row {number} needs a subject id and a member id")
+    if members is not None:
+        pairs = [(row[subject_col].strip(), row[member_col].strip()) for row in rows]
+        _check_members(path, pairs, members)
     return holdings_from_pairs((row[subject_col].strip(), row[member_col].strip()) for row in rows)
+
+
+def _check_members(path: Path, pairs: list[tuple[str, str]], members: int) -> None:
+    """InvalidParameter for a member id outside the federation of `members` members (0..N-1 when
+    the ids are numbers; text ids such as `shop1` are names, only counted)."""
+    holders: dict[str, set[str]] = defaultdict(set)
+    for subject, member in pairs:
+        holders[subject].add(member)
+    most = max(len(held) for held in holders.values())
+    if most > members:
+        raise InvalidParameter(
+            f"--holdings: a subject is held by {most} members, more than --members {members}"
+        )
+    named = [member for _, member in pairs]
+    for number, member in enumerate(named, start=1):
+        try:
+            index = int(member)
+        except ValueError:
+            continue
+        if not 0 <= index < members:
+            raise InvalidParameter(
+                f"--holdings: {path} data row {number} names member {member}, but --members {members} "
+                f"numbers the members 0..{members - 1}"
+            )
+    distinct = len(set(named))
+    if distinct > members:
+        raise InvalidParameter(f"--holdings: {path} names {distinct} members, more than --members {members}")
 
 
 def _is_number(cell: str) -> bool:

@@ -20,9 +20,12 @@ assert tuple(ALGORITHM_NAMES) == MECHANISMS
 
 _SAMPLED = "a member holding m of its items samples it at 1 - (1 - q)^m per mini-batch (Poisson sampling)"
 _PER_ITEM = (
-    "per-item clipping to C and the clipped gradients summed (DP-SGD), so a subject with m "
-    "items at a member moves a mini-batch sum by up to m C: multiplier sigma / m at that member "
-    "(however many of its items are drawn: loose for m > 1); " + _SAMPLED
+    "per-item clipping to C and the clipped gradients summed (DP-SGD), each of a subject's m items "
+    "at a member drawn on its own at rate q (Poisson sampling), so a mini-batch moves by B C, "
+    "B ~ Binomial(m, q) (the group-of-k step with k = m): by PLD that mixture of Gaussians exactly; "
+    "by RDP m sub-sampled steps at rate q of multiplier sigma / sqrt(m) (the step's noise split "
+    "over the m items, a post-processing); the cross-check (JSON, notes) is the older bound, "
+    "multiplier sigma / m at 1 - (1 - q)^m"
 )
 
 #: The "local mechanism" line: what one member's mini-batch releases about a subject.

@@ -31,7 +31,10 @@ class _TightAccountant:
         if isinstance(event, Group):
             if self.no_groups or isinstance(event.event, _RUNS):
                 return self.no_groups
-            return "groups of runs only (one mechanism or silos)"
+            if isinstance(event.event, Composed):
+                # A group over phases: each phase's group PLD, composed (accountants.pld).
+                return self.supports(event.event)
+            return "groups of runs or of compositions of sub-sampled Gaussians only"
         if isinstance(event, Composed):
             if self.no_compositions or all(isinstance(part, SubsampledGaussian) for part in event.events):
                 return self.no_compositions
@@ -49,13 +52,17 @@ class _TightAccountant:
 
 class PldAccountant(_TightAccountant):
     """Privacy loss distributions (`accountants.pld`): runs, groups of k (mixture of Gaussians,
-    Choquette-Choo et al. 2024 Cor. 4.7), and compositions of sub-sampled Gaussians."""
+    Choquette-Choo et al. 2024 Cor. 4.7), and compositions of sub-sampled Gaussians, for one
+    record or a group of k (each part's group PLD, composed)."""
 
     name = "pld"
 
     def _epsilon(self, event: Event, delta: float) -> Accounted:
         from .pld import pld_epsilon, pld_epsilon_composed
 
+        if isinstance(event, Group) and isinstance(event.event, Composed):
+            parts = cast(tuple[SubsampledGaussian, ...], event.event.events)
+            return Accounted(pld_epsilon_composed(parts, delta, k=event.k), group_size_used=event.k)
         if isinstance(event, Group):
             return Accounted(
                 pld_epsilon(cast(Mechanism, event.event), delta, k=event.k), group_size_used=event.k

@@ -534,6 +534,9 @@ def _pld_profiles(event: Event) -> Iterable[DeltaAt]:
 
     if isinstance(event, Composed):
         plds: Iterable[Any] = [pld_distribution_composed(cast(tuple[SubsampledGaussian, ...], event.events))]
+    elif isinstance(event, Group) and isinstance(event.event, Composed):
+        parts = cast(tuple[SubsampledGaussian, ...], event.event.events)
+        plds = [pld_distribution_composed(parts, k=event.k)]
     elif isinstance(event, Group):
         plds = pld_distributions(cast(SubsampledGaussian | ParallelSilos, event.event), k=event.k)
     else:

@@ -7,15 +7,23 @@ by SIGKILL (which no handler sees) can be recognised later: the next write to th
 removes such files whose writer process is gone, or which are older than `STALE_AGE_S` (a pid
 can be reused, and a file from another host names a pid that means nothing here).
 
+A target that is not a regular file is never replaced (issue 32): a symlink (a chain of them,
+or a dangling one) is followed, and its final target is replaced in the target's own folder, the
+link left as it was; a character device (`/dev/null`, a terminal) or a FIFO is written through,
+opened as it is, never renamed over or chmod-ed; a FIFO with no reader is an error at once
+(opening it blocks otherwise); a block device, a socket or a folder is refused.
+
 This module is plain Python (no torch, no click): the trainers write metrics and checkpoints
 with it, and the CLI's `uldp.cli.files` builds on it for every command's outputs.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import secrets
+import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -96,8 +104,35 @@ def atomic_write(
     leaves the old file or the new, whole, and no temporary file; a SIGKILL leaves one, which the
     next write to `path` removes (`remove_stale_temps`). The new file gets `mode`, else the mode
     of the file it replaces, else the usual mode of a new file (0666 less the umask).
+
+    A symlink's final target is replaced (in its own folder), the link kept; a character device
+    or a FIFO is written through and kept (a FIFO no process reads: OSError ENXIO at once); a
+    block device, a socket or a folder is refused with OSError. An OSError names `path`.
     """
-    target = Path(path)
+    try:
+        _write(Path(path), write, mode)
+    except OSError as error:
+        if error.errno is not None and error.filename != os.fspath(path):
+            # Name the path the user gave, not our temporary file or the link's target: a caller
+            # (the CLI) tells which option it was by it.
+            raise type(error)(error.errno, error.strerror or str(error), os.fspath(path)) from error
+        raise
+
+
+def _write(target: Path, write: Callable[[BinaryIO], object], mode: int | None) -> None:
+    try:
+        status: os.stat_result | None = os.stat(target)  # through any links
+    except FileNotFoundError:
+        status = None  # a new file, or a dangling link: replaced at the link's end below
+    if status is not None and not stat.S_ISREG(status.st_mode):
+        _write_through(target, status, write)
+        return
+    if status is not None and _opened_by_shell(target):
+        # /dev/stdout and /dev/fd/N lead to /proc/self/fd/N: a file the shell opened for us,
+        # which must receive the bytes, not be replaced behind the shell's back.
+        _write_through(target, status, write)
+        return
+    target = Path(os.path.realpath(target))
     directory = target.parent
     remove_stale_temps(target)
     mode = _mode_for(target) if mode is None else mode
@@ -127,6 +162,62 @@ def atomic_write(
             Path(temp_name).unlink(missing_ok=True)
         raise
     fsync_directory(directory)
+
+
+def writes_through(path: str | os.PathLike[str]) -> bool:
+    """Whether `atomic_write(path)` writes into what is there (a character device, a FIFO, the
+    shell's file behind /dev/stdout) instead of replacing it: then its folder need take no file."""
+    try:
+        kind = os.stat(path).st_mode
+    except OSError:
+        return False
+    if stat.S_ISCHR(kind) or stat.S_ISFIFO(kind):
+        return True
+    return stat.S_ISREG(kind) and _opened_by_shell(Path(path))
+
+
+def _opened_by_shell(target: Path) -> bool:
+    """Whether a link on the way to `target` passes through /proc (/dev/stdout, /dev/fd/N)."""
+    hop = os.path.abspath(target)
+    for _ in range(64):  # the kernel gives up after 40 links
+        if os.path.realpath(os.path.dirname(hop)).startswith("/proc/"):
+            return True
+        if not os.path.islink(hop):
+            return False
+        hop = os.path.abspath(os.path.join(os.path.dirname(hop), os.readlink(hop)))
+    return False
+
+
+def _write_through(target: Path, status: os.stat_result, write: Callable[[BinaryIO], object]) -> None:
+    """Write into `target` as it is: a character device or a FIFO (or /proc's view of a shell's
+    file), which a rename would replace by a regular file (as root, /dev/null for everyone)."""
+    kind = status.st_mode
+    if stat.S_ISDIR(kind):
+        raise IsADirectoryError(errno.EISDIR, "is a folder, not a file", os.fspath(target))
+    if not (stat.S_ISCHR(kind) or stat.S_ISFIFO(kind) or stat.S_ISREG(kind)):
+        what = "a block device" if stat.S_ISBLK(kind) else "a socket" if stat.S_ISSOCK(kind) else "not a file"
+        # A PNG written onto a disk would destroy it; nobody means that.
+        raise OSError(
+            errno.EINVAL,
+            f"is {what}; outputs go to regular files, character devices or FIFOs",
+            os.fspath(target),
+        )
+    flags = os.O_WRONLY | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_BINARY", 0)
+    if stat.S_ISREG(kind):
+        flags |= os.O_APPEND  # after what the command already printed there, as `>>` would
+    try:
+        # Non-blocking: opening a FIFO that no process reads would block for ever; ENXIO instead.
+        fd = os.open(target, flags | getattr(os, "O_NONBLOCK", 0))
+    except OSError as error:
+        if error.errno == errno.ENXIO and stat.S_ISFIFO(kind):
+            raise OSError(
+                errno.ENXIO, "a FIFO that no process is reading (start the reader first)", os.fspath(target)
+            ) from error
+        raise
+    with os.fdopen(fd, "wb") as handle:
+        os.set_blocking(fd, True)  # writes then wait for a slow reader, as usual
+        write(handle)
+        handle.flush()
 
 
 def atomic_write_bytes(

@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from uldp.errors import DataError, InvalidParameter
+from uldp.input_files import CAPS, open_text
 
 #: Records (users) named in an error at most.
 NAMED = 5
@@ -120,15 +121,23 @@ def user_budgets(n_users: int, source: str, seed: int) -> Budgets:
             f"--user-budgets: {source!r} is neither a file nor one of {', '.join(DISTRIBUTIONS)}"
         )
     try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
+        with open_text(path, "--user-budgets", cap=CAPS["table"]) as handle:
             rows = list(csv.reader(handle))
     except (OSError, UnicodeDecodeError) as error:
         raise DataError(f"--user-budgets: cannot read {path} ({error})") from None
     header = [name.strip() for name in rows[0]] if rows else []
     if "user" not in header or "epsilon" not in header:
         raise DataError(f"--user-budgets: {path} needs a header with columns user and epsilon")
+    repeated = next((name for name in header if header.count(name) > 1), None)
+    if repeated is not None:
+        # Which of two equal columns holds the budgets is a guess: refuse rather than pick one.
+        raise DataError(
+            f"--user-budgets: {path}: column {repeated!r} appears {header.count(repeated)} times in "
+            "the header; give each column its own name"
+        )
     at_user, at_eps = header.index("user"), header.index("epsilon")
     values = np.full(n_users, np.nan)
+    line_of: dict[int, int] = {}
     for line, row in enumerate(rows[1:], start=2):
         try:
             user, value = int(row[at_user]), float(row[at_eps])
@@ -136,6 +145,13 @@ def user_budgets(n_users: int, source: str, seed: int) -> Budgets:
             raise DataError(f"--user-budgets: {path} line {line}: user and epsilon must be numbers") from None
         if not 0 <= user < n_users:
             raise DataError(f"--user-budgets: {path} line {line}: user {user} is not in 0..{n_users - 1}")
+        if user in line_of:
+            # Keeping the last row would let a budget go up without a word.
+            raise DataError(
+                f"--user-budgets: {path}: user {user} is listed twice (lines {line_of[user]} and "
+                f"{line}); give each user one budget"
+            )
+        line_of[user] = line
         values[user] = value
     missing = np.flatnonzero(np.isnan(values))
     if missing.size:

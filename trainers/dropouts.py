@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from uldp.errors import DataError
+from uldp.input_files import CAPS, open_text
 
 STAYS, AT_UPLOAD, AT_CALIBRATION = 0, 1, 2
 PHASE_CODES = {"upload": AT_UPLOAD, "calibration": AT_CALIBRATION}
@@ -43,11 +44,16 @@ class DropoutSchedule:
         return out
 
 
-def read_schedule(path: str | Path, n_participants: int) -> DropoutSchedule:
-    """The schedule in CSV file `path`; `DataError` naming the file, the row and the problem."""
+def read_schedule(path: str | Path, n_participants: int, rounds: int | None = None) -> DropoutSchedule:
+    """The schedule in CSV file `path`; `DataError` naming the file, the row and the problem.
+
+    `rounds`: the run's round count; a row for a later round would be ignored without a word,
+    so it is refused (issue 32).
+    """
     where = f"--dropout-schedule {path}"
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
+        # utf-8-sig, as every table reader: a spreadsheet's byte-order mark is not part of `round`.
+        with open_text(path, "--dropout-schedule", cap=CAPS["table"], encoding="utf-8-sig") as handle:
             reader = csv.DictReader(handle)
             if reader.fieldnames is None or tuple(f.strip() for f in reader.fieldnames) != SCHEDULE_COLUMNS:
                 raise DataError(
@@ -57,9 +63,14 @@ def read_schedule(path: str | Path, n_participants: int) -> DropoutSchedule:
             drops: dict[tuple[int, int], int] = {}
             for line, row in enumerate(reader, start=2):
                 t, participant, at = (str(row.get(c) or "").strip() for c in SCHEDULE_COLUMNS)
-                if not (t.isdigit() and int(t) >= 1):
+                if not (t.isdecimal() and int(t) >= 1):
                     raise DataError(f"{where}, line {line}: round must be an integer >= 1, got {t!r}")
-                if not (participant.isdigit() and int(participant) < n_participants):
+                if rounds is not None and int(t) > rounds:
+                    raise DataError(
+                        f"{where}, line {line}: round {int(t)} is past the run's last round, {rounds} "
+                        "(--rounds); drop the row or train longer"
+                    )
+                if not (participant.isdecimal() and int(participant) < n_participants):
                     raise DataError(
                         f"{where}, line {line}: participant must be a silo number in [0, "
                         f"{n_participants - 1}], got {participant!r}"

@@ -24,6 +24,7 @@ from pathlib import Path
 from uldp.accountants.events import Composed, SubsampledGaussian
 from uldp.accountants.external import opacus_events, read_opacus_file
 from uldp.errors import DataError
+from uldp.input_files import CAPS, InputFileError, check_input, open_input
 
 _ZIP_MAGIC = b"PK\x03\x04"
 _PICKLE_PROTO = b"\x80"
@@ -45,6 +46,10 @@ def load_torch_file(path: str | os.PathLike[str]) -> object:
         raise DataError(f"{name}: no such file")
     if not Path(path).is_file():
         raise DataError(f"{name}: not a file")
+    try:
+        check_input(path, None, cap=CAPS["checkpoint"])
+    except InputFileError as exc:
+        raise DataError(f"{name}: {exc.reason}") from None
     import torch
 
     try:
@@ -93,10 +98,10 @@ def read_opacus_state(path: str | os.PathLike[str]) -> SubsampledGaussian | Comp
     """
     name = Path(path).name
     try:
-        with open(path, "rb") as f:
+        with open_input(path, None, cap=CAPS["checkpoint"]) as f:  # never a FIFO: it would block
             head = f.read(4)
-    except FileNotFoundError:
-        raise DataError(f"{name}: no such file") from None
+    except InputFileError as exc:  # no such file, a FIFO, a device, over the cap
+        raise DataError(f"{name}: {exc.reason}") from None
     except OSError as exc:
         raise DataError(f"{name}: cannot read it ({exc.strerror or exc})") from None
     if not head:

@@ -8,6 +8,7 @@ checkpoint holds before adding new ones.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 import math
@@ -60,6 +61,9 @@ class MetricsFile:
         self.path = Path(path)
         self.fmt = metrics_format(self.path)
         self.rows: list[dict] = list(rows or [])
+        #: SHA-256 of the file as last written (None before the first write): the run record of
+        #: a finished run carries it (run_record.py), so a reader can tell the rows were not changed.
+        self.sha256: str | None = None
         if rows is not None:
             self._flush()
 
@@ -68,4 +72,6 @@ class MetricsFile:
         self._flush()
 
     def _flush(self) -> None:
-        write_atomic(self.path, render(self.rows, self.fmt).encode("utf-8"))
+        data = render(self.rows, self.fmt).encode("utf-8")
+        write_atomic(self.path, data)
+        self.sha256 = hashlib.sha256(data).hexdigest()

@@ -66,6 +66,8 @@ def run_statement(
         "data": record["data"],
     }
     statement.caveats[:0] = caveats(record, rows)
+    if run.unverified:  # files from before digests, or an interrupted run's metrics
+        statement.caveats.insert(0, run.unverified)
     return statement
 
 

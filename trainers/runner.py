@@ -23,11 +23,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import pickle
 import secrets
 import time
 import warnings
-import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +37,7 @@ import torch
 from uldp.accountants.account import account_plan
 from uldp.accountants.algorithms import Plan
 from uldp.errors import DataError, InvalidParameter
+from uldp.input_files import CAPS, check_input
 
 from .algorithms import (
     Algorithm,
@@ -52,6 +51,7 @@ from .algorithms import (
     user_budget_names,
 )
 from .atomic import atomic_write
+from .checkpoint_integrity import DIGEST_KEY, UNVERIFIED, check_structure, content_sha256
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 from .personal_accounting import PersonalAccounting
@@ -351,8 +351,10 @@ def _observed_assumptions(
 
 
 def _atomic_save(obj, path: Path) -> None:
-    """Save `obj` to `path` in one fsynced rename (file and directory), like every output: a crash
-    or a signal leaves the previous round's checkpoint whole (uldp.trainers.atomic)."""
+    """Save `obj` and its content digest to `path` in one fsynced rename (file and directory), like
+    every output: a crash or a signal leaves the previous round's checkpoint whole
+    (uldp.trainers.atomic), with the digest of that round (uldp.trainers.checkpoint_integrity)."""
+    obj = {**obj, DIGEST_KEY: content_sha256(obj)}  # in the same file: one rename writes both
     atomic_write(path, lambda handle: torch.save(obj, handle), mode=0o600)
 
 
@@ -452,7 +454,7 @@ def run(
             f"--checkpoint: {checkpoint.parent} already holds a checkpoint; add --resume to "
             "continue that run, or --overwrite to replace it with a new one"
         )
-    state = _load_checkpoint(checkpoint, cfg, data, device) if resume else None
+    state = _load_checkpoint(checkpoint, cfg, data, device, params) if resume else None
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
     spec = get_algorithm(cfg.algo)
@@ -573,9 +575,11 @@ def run(
         assumptions = _assumptions(
             cfg, data, final_plan, algorithm, data.n_silos, noise_fixed, silos.assumptions(cfg)
         )
-    if metrics_path:
+    if state is not None and DIGEST_KEY not in state:
+        assumptions["resumed from"] = f"{checkpoint}, {UNVERIFIED}"
+    if metrics is not None:
         write_record(
-            metrics_path,
+            metrics.path,
             run_record(
                 cfg,
                 data,
@@ -584,6 +588,7 @@ def run(
                 finished=True,
                 rounds_done=len(history),
                 assumptions=assumptions,
+                metrics_sha256=metrics.sha256,
             ),
         )
     return TrainResult(history, params, summary, assumptions)
@@ -650,23 +655,6 @@ def _personal_assumptions(
     return out
 
 
-#: What a checkpoint of this version holds; a file without one of them is not ours, or older.
-CHECKPOINT_KEYS = frozenset(
-    (
-        "round",
-        "params",
-        "history",
-        "config",
-        "dataset",
-        "elapsed",
-        "torch_rng",
-        "noise_entropy",
-        "noise_fixed",
-        "run",
-    )
-)
-
-
 def read_checkpoint(checkpoint: Path, device: str = "cpu", *, option: str = "--checkpoint") -> dict:
     """The state saved in `checkpoint`; `DataError` naming `option` if it cannot be used (with
     what to do instead when that is `uldp train`'s --checkpoint; `uldp report --run` reads too).
@@ -674,6 +662,9 @@ def read_checkpoint(checkpoint: Path, device: str = "cpu", *, option: str = "--c
     Loaded with `weights_only=True` (tensors and plain containers only: a checkpoint from
     elsewhere cannot run code). torch's own messages are not passed on: they advise
     `weights_only=False`, which would be exactly the wrong advice for a file of unknown origin.
+    The content is checked against the digest saved with it, and its structure against what the
+    round loop reads (`checkpoint_integrity`); a checkpoint from before digests has no
+    `DIGEST_KEY` in the state returned (say so: `checkpoint_integrity.UNVERIFIED`).
     """
     training = option == "--checkpoint"
     if checkpoint.is_dir():
@@ -681,30 +672,45 @@ def read_checkpoint(checkpoint: Path, device: str = "cpu", *, option: str = "--c
             f"{option}: {checkpoint} is a directory, not a checkpoint file"
             + ("; remove it" if training else "")
         )
+    if checkpoint.exists():  # a FIFO would block torch.load; a missing file is a fresh run
+        check_input(checkpoint, option, cap=CAPS["checkpoint"])
     try:
         with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
             warnings.simplefilter("ignore")
             state = torch.load(checkpoint, map_location=device, weights_only=True)
     except FileNotFoundError:
         raise
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError, zipfile.BadZipFile, ValueError) as error:
+    except Exception as error:
+        # Not only torch's own errors: a damaged zip or pickle also surfaces as IndexError,
+        # KeyError, TypeError, struct.error, UnicodeDecodeError... from inside torch.load.
         reason = (
             "cannot be read" if isinstance(error, PermissionError) else "is truncated or not a checkpoint"
         )
         advice = "; give another --checkpoint DIR, or --overwrite to start a new run in this one"
         raise DataError(f"{option}: {checkpoint} {reason}" + (advice if training else "")) from None
-    missing = CHECKPOINT_KEYS - set(state) if isinstance(state, dict) else CHECKPOINT_KEYS
-    if missing:
-        advice = "; give another --checkpoint DIR, or --overwrite to replace it"
-        raise DataError(
-            f"{option}: {checkpoint} is not a uldp train checkpoint of this version (missing "
-            f"{', '.join(sorted(missing))})" + (advice if training else "")
-        )
+    advice = "; give another --checkpoint DIR, or --overwrite to replace it" if training else ""
+    try:
+        check_structure(state, f"{option}: {checkpoint}")
+    except DataError as error:
+        raise DataError(f"{error}{advice}") from None
+    if DIGEST_KEY in state:
+        try:
+            same = content_sha256(state) == state[DIGEST_KEY]
+        except TypeError:  # a value no checkpoint holds: not what was saved either
+            same = False
+        if not same:
+            raise DataError(
+                f"{option}: {checkpoint} is damaged: its content does not match the SHA-256 digest "
+                "it was saved with" + advice
+            )
     return state
 
 
-def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: str) -> dict | None:
-    """The saved state to resume from (None: no checkpoint yet, start from round 1)."""
+def _load_checkpoint(
+    checkpoint: Path | None, cfg: TrainConfig, data, device: str, params: dict[str, torch.Tensor]
+) -> dict | None:
+    """The saved state to resume from (None: no checkpoint yet, start from round 1), whose
+    parameters fit the model `params` belong to."""
     if checkpoint is None:
         raise InvalidParameter("--resume needs --checkpoint DIR")
     if not checkpoint.exists():
@@ -714,6 +720,14 @@ def _load_checkpoint(checkpoint: Path | None, cfg: TrainConfig, data, device: st
         raise InvalidParameter(
             f"{checkpoint} was written by a different run (settings or data differ); "
             "use the same flags, or another --checkpoint directory"
+        )
+    saved = state["params"]
+    if list(saved) != list(params) or any(
+        saved[k].shape != params[k].shape or saved[k].dtype != params[k].dtype for k in params
+    ):
+        raise DataError(
+            f"--checkpoint: {checkpoint} holds the parameters of another model; use the same "
+            "flags, or another --checkpoint directory"
         )
     if state["round"] > cfg.rounds:
         raise InvalidParameter(

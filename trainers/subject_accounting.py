@@ -9,7 +9,10 @@ noise sigma_Z it trains with. After every round, `SubjectAccounting.row` gives t
 subject's per-member (local) and federation-wide (horizontal composition, Theorem 3.9) epsilon
 over the holdings the data actually has, by `accountants.horizontal.worst_held`, the code `uldp
 subject --holdings` runs; LocalItemDP and LocalGroupDP add their item-level epsilon, UserLDP its
-user-level LDP (Theorem 3.3). No torch.
+user-level LDP (Theorem 3.3). A subject's m items at a LocalItemDP or LocalGroupDP member are
+accounted as the Binomial(m, q) mixture of their draws (`horizontal.MixturePart`), whose RDP
+curve is one sub-sampled Gaussian's (`rdp.step_rdp`, cached per multiplier and rate): a round
+costs what it did before. No torch.
 """
 
 from __future__ import annotations
@@ -361,7 +364,8 @@ class SubjectAccounting:
             out["epsilon"] = (
                 "LocalItemDP's headline is item level (one item added or removed): its own guarantee, "
                 "not a subject-level one; the subject-level columns bound a subject with m items at a "
-                "member as a sensitivity of m C"
+                "member by the Binomial(m, q) mixture of its items' draws (RDP: m sub-sampled steps of "
+                "multiplier sigma / sqrt(m))"
             )
         out["accounting"] = (
             f"RDP ({ACCOUNTING['orders']} orders), {ACCOUNTING['conversion']} conversion, delta = "

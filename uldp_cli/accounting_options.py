@@ -368,3 +368,33 @@ def check_group_sizes(ks: list[int], methods: list[str]) -> None:
             "use --group-method rdp or normal for larger groups",
             param_hint="'--k'",
         )
+
+
+#: The options only an RDP bound reads: (parameter name, flag).
+RDP_ONLY_OPTIONS = (("conversion", "--conversion"), ("orders", "--orders"))
+
+
+def refuse_unread_rdp_options(ctx: click.Context, reads_rdp: bool) -> None:
+    """BadParameter naming --conversion or --orders when the user set it and no number printed is
+    an RDP bound (`reads_rdp` False): PLD and PRV read neither, so the value would change nothing
+    (issue 32). Defaults pass; values from the command line, the environment or --config do not."""
+    if reads_rdp:
+        return
+    for name, flag in RDP_ONLY_OPTIONS:
+        if given_source(ctx, name) is not None:
+            raise click.BadParameter(
+                "only RDP bounds read it, and every number here is a PLD or PRV bound; drop it "
+                "(or account with --accountant rdp)",
+                ctx=ctx,
+                param_hint=f"'{flag}'",
+            )
+
+
+def may_read_rdp(plans: list[Plan], accountants: list[str], ks: list[int], methods: list[str]) -> bool:
+    """Whether `account_plan` may give an RDP bound here: the RDP accountant, a group bound by
+    Lemma 5 or 6, or the server's view of user sampling (accountants/participation.py)."""
+    groups = any(k > 1 for k in ks) or any(p.group_k is not None and p.group_k > 1 for p in plans)
+    server_view = any(
+        p.algorithm != "mechanism" and p.group_k is None and getattr(p.mechanism, "q", 1) < 1 for p in plans
+    )
+    return "rdp" in accountants or (groups and any(m != "pld" for m in methods)) or server_view

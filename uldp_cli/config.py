@@ -4,11 +4,14 @@ The file is a mapping from option names (`target-epsilon` or `target_epsilon`) t
 repeatable option takes a YAML list (`k: [1, 2, 4]`). An option's old spelling (a hidden alias,
 docs/cli.md) is accepted as a key too, with the same one-line warning as on the command line.
 The values become the command's `ctx.default_map`, which Click consults only for options the
-command line left out.
+command line left out. The file is read by YAML 1.2's core schema (`0144` is 144, `yes` a word),
+aliases are refused, and it must be a regular file of at most 1 MiB (docs/cli.md, "Files").
 """
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +22,7 @@ import yaml
 from uldp.cli.aliases import aliases_of, warn_old_spelling
 from uldp.cli.errors import one_line
 from uldp.cli.options import CommaList
+from uldp.input_files import CAPS, InputFileError, read_text
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -47,16 +51,20 @@ def read_config(path: Path, ctx: click.Context, config_param: click.Parameter) -
     """The file's values keyed by parameter name, each checked by its parameter's type.
 
     Raises `click.BadParameter` (on `config_param`, so exit status 2) naming the file and the
-    key: an unreadable file, malformed YAML, a top level that is not a mapping, an unknown key,
-    a key given twice, or a value its option rejects.
+    key: an unreadable file (a FIFO, a device, over 1 MiB), malformed YAML, an alias, a top level
+    that is not a mapping, an unknown key, a key given twice, or a value its option rejects.
     """
 
     def fail(message: str) -> click.BadParameter:
         return click.BadParameter(f"{path}: {message}", ctx=ctx, param=config_param)
 
     try:
-        # utf-8-sig: a byte-order mark is not part of the first key.
-        data = yaml.load(path.read_text(encoding="utf-8-sig"), Loader=_UniqueKeyLoader)  # noqa: S506
+        # utf-8-sig: a byte-order mark is not part of the first key. A FIFO, a device or a file
+        # over CAPS["config"] is refused before a byte is read (issue 32).
+        text = read_text(path, cap=CAPS["config"], encoding="utf-8-sig")
+        data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506
+    except InputFileError as error:
+        raise fail(error.reason) from error
     except (OSError, UnicodeDecodeError) as error:
         raise fail(f"cannot read it ({one_line(error)})") from error
     except yaml.YAMLError as error:
@@ -129,23 +137,120 @@ def _checked_value(
     """
     if isinstance(value, Mapping):
         raise fail(f"key {key!r}: expected a value, got a mapping")
+    # Click passes None (and, for a repeatable option, an empty list) through its types
+    # unchecked, as "not given"; the command would then see a key set to nothing (issue 32:
+    # `sigma: null` and `k: []` ended in an internal error). Leaving the key out means that.
+    if value is None:
+        raise fail(f"key {key!r}: null is not {_expected(param)}; leave the key out for the default")
     if param.multiple and not isinstance(value, (list, tuple)):
         value = [value]
     takes_list = param.multiple or param.nargs != 1 or isinstance(param.type, CommaList)
     if isinstance(value, (list, tuple)) and not takes_list:
         raise fail(f"key {key!r}: expected a single value, got a list")
+    if isinstance(value, (list, tuple)) and not value:
+        raise fail(f"key {key!r}: an empty list; give at least one value or leave the key out")
+    if isinstance(param.type, click.types.BoolParamType) and not isinstance(value, bool):
+        # Click's bool type calls str methods on what it gets: `secure: 2` was an internal error.
+        raise fail(f"key {key!r}: {value!r} is not true or false")
     try:
         param.type_cast_value(ctx, value)
     except click.BadParameter as error:
         raise fail(f"key {key!r}: {one_line(error.message)}") from error
-    except (TypeError, ValueError) as error:
-        # Some of Click's own types let a TypeError out for values no command line can give.
-        raise fail(f"key {key!r}: {value!r} is not a valid {param.type.name}") from error
+    except (TypeError, ValueError, ArithmeticError, AttributeError) as error:
+        # Some of Click's own types let these out for values no command line can give (a YAML
+        # int where a str is expected, an int too large for a float).
+        raise fail(f"key {key!r}: {value!r} is not {_expected(param)}") from error
+    except OSError as error:
+        # A path type that looks at the file system (a name over 255 bytes: ENAMETOOLONG).
+        raise fail(f"key {key!r}: {value!r} cannot be used ({one_line(error)})") from error
     return value
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, except that a key repeated in one mapping is an error naming the key
+def _expected(param: click.Parameter) -> str:
+    """What one value of the parameter is, for a message: `a float`, `an integer`, `true or false`."""
+    kind = param.type.item_type if isinstance(param.type, CommaList) else param.type
+    if isinstance(kind, click.types.BoolParamType):
+        return "true or false"
+    name = str(kind.name)
+    return f"{'an' if name[:1] in 'aeiou' else 'a'} {name}"
+
+
+class _Yaml12Loader(yaml.SafeLoader):
+    """PyYAML's safe loader reading plain scalars by YAML 1.2's core schema, refusing aliases.
+
+    PyYAML follows YAML 1.1, where `steps: 0144` is octal and `steps: 1:40` sexagesimal (both
+    100), `yes`/`no`/`on`/`off` are booleans, `1_000` is 1000 and `2001-12-14` a date (issue 32).
+    YAML 1.2, the version every current YAML tool reads, makes `0144` the integer 144, `0o144`
+    octal, `1e3` a float, booleans only `true`, `True`, `TRUE` and the same of false, and everything
+    else a string, which the option's own type then accepts or refuses by name.
+
+    An alias (`*name`) is refused where it appears: nested aliases expand exponentially (a
+    700-byte file grew to 3.5 GB), and an options file needs none.
+    """
+
+    def compose_node(self, parent: yaml.Node | None, index: object) -> yaml.Node | None:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None,
+                None,
+                f"aliases (*{event.anchor}) are not allowed in a config file; write the value out",
+                event.start_mark,
+            )
+        return super().compose_node(parent, index)  # type: ignore[arg-type]
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> int:  # type: ignore[override]
+        text = str(self.construct_scalar(node))
+        sign = -1 if text.startswith("-") else 1
+        digits = text.lstrip("+-")
+        try:
+            if digits.startswith("0o"):
+                return sign * int(digits[2:], 8)
+            if digits.startswith("0x"):
+                return sign * int(digits[2:], 16)
+            return sign * int(digits, 10)  # YAML 1.2: a leading zero is still decimal
+        except ValueError:  # an explicit !!int on a YAML 1.1 form such as 1:40
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{text!r} is not a YAML 1.2 integer", node.start_mark
+            ) from None
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> float:  # type: ignore[override]
+        text = str(self.construct_scalar(node))
+        special = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf, ".nan": math.nan}
+        if text.lower() in special:
+            return special[text.lower()]
+        if not _YAML12_FLOAT.fullmatch(text):  # an explicit !!float on a YAML 1.1 form such as 1:40.5
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{text!r} is not a YAML 1.2 float", node.start_mark
+            )
+        return float(text)
+
+
+_YAML12_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+# The core schema's implicit types (YAML 1.2.2, section 10.3.2), in place of YAML 1.1's; a plain
+# scalar that none of them matches is a string. The merge key `<<` is kept (`<<: {q: 0.25}`).
+_Yaml12Loader.yaml_implicit_resolvers = {
+    key: [(tag, regexp) for tag, regexp in resolvers if tag == "tag:yaml.org,2002:merge"]
+    for key, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+for _tag, _pattern, _first in (
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
+    (
+        "tag:yaml.org,2002:float",
+        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        list("-+.0123456789"),
+    ),
+):
+    _Yaml12Loader.add_implicit_resolver(_tag, re.compile(_pattern), _first)
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:int", _Yaml12Loader.construct_yaml_int)
+_Yaml12Loader.add_constructor("tag:yaml.org,2002:float", _Yaml12Loader.construct_yaml_float)
+
+
+class _UniqueKeyLoader(_Yaml12Loader):
+    """The YAML 1.2 loader, except that a key repeated in one mapping is an error naming the key
     and its line (PyYAML keeps the last value without a word: `rounds: 1` then `rounds: 2` would
     run 2 rounds)."""
 

@@ -9,13 +9,18 @@ connected to the SuperLink, each reading its own silo's partition file, and the 
 the same table and writes the same metrics file, plot and checkpoint as in process. It lives
 in the CLI package because it is an entry point: it parses, runs the command, renders.
 
-A refused option or a failed silo prints the command's one `Error:` line and fails the run (an
-exception, so that Flower marks it failed at once and keeps the output).
+A refused option or a failed silo prints the command's one `Error:` line, as `uldp train` does
+(no usage text: a silo that failed is not a usage error), and fails the run with `RunFailed`, so
+that Flower marks it failed at once and keeps the output. Flower logs a failed ServerApp's
+exception with its traceback; for `RunFailed`, whose line is printed already, the traceback is
+left out (`_KnownFailure`).
 """
 
 from __future__ import annotations
 
+import logging
 import shlex
+from typing import NoReturn
 
 import click
 from flwr.app import Context
@@ -30,19 +35,44 @@ class RunFailed(RuntimeError):
     """The `uldp train` command of the run stopped with an error (printed above)."""
 
 
+class _KnownFailure(logging.Filter):
+    """Drops the traceback from Flower's "ServerApp raised an exception" record when the exception
+    is `RunFailed`: its one `Error:` line is printed already, and the traceback (Flower's and this
+    module's frames) tells the user nothing more. Every other exception keeps its traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and isinstance(record.exc_info[1], RunFailed):
+            record.exc_info, record.exc_text = None, None
+        return True
+
+
+def _quiet_known_failures() -> None:
+    logger = logging.getLogger("flwr")  # flwr.common.logger's FLOWER_LOGGER, the one Flower logs to
+    if not any(isinstance(existing, _KnownFailure) for existing in logger.filters):
+        logger.addFilter(_KnownFailure())
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
     from uldp.cli.commands.train import command
+    from uldp.cli.errors import one_line
 
+    _quiet_known_failures()
     args = shlex.split(str(context.run_config.get("train-args", "")))
     if "--engine" in args:
-        raise RunFailed("train-args: leave out --engine: a deployed run is --engine flower")
+        _fail("train-args: leave out --engine: a deployed run is --engine flower")
     try:
         with serving(grid):
             command.main(args=[*args, "--engine", "flower"], prog_name="uldp train", standalone_mode=False)
     except click.ClickException as error:
-        error.show()
-        raise RunFailed(error.format_message()) from None
+        # What `uldp train` prints (uldp_cli/main.py), never Click's usage lines (`error.show()`).
+        _fail(one_line(error.format_message()))
     except click.exceptions.Exit as done:
         if done.exit_code:
             raise RunFailed(f"uldp train exited with status {done.exit_code}") from None
+
+
+def _fail(message: str) -> NoReturn:
+    """Print the run's one `Error:` line and fail the run (Flower marks it failed)."""
+    click.echo(f"Error: {message}", err=True)
+    raise RunFailed(message) from None

@@ -1,24 +1,33 @@
 """One writer per output: a lock file next to a file that a long run keeps rewriting.
 
 Two `uldp train` runs given the same --checkpoint or --metrics would each replace the other's
-file after every round, and both would look fine. `output_lock(path)` creates `path.lock` with
-O_CREAT | O_EXCL (atomic on local file systems: exactly one creator wins) holding the owner's
-pid and host, and removes it on every way out of the block (return, exception, Ctrl-C, and
-SIGTERM/SIGHUP through uldp.cli.signals). SIGKILL leaves the lock behind: a lock whose pid is
-not a live process on this host is stale, and the next run takes it over. A lock written on
-another host cannot be checked from here, so it is refused with its host and pid named.
+file after every round, and both would look fine. `output_locks` holds, for each path, an exclusive
+`flock` on `path.lock`, a lock the kernel arbitrates: of any number of runs trying at once,
+exactly one gets it, and the kernel drops it when its holder's process ends, however it ends
+(SIGKILL and power loss included), so a stale lock is never something to detect and remove.
+The file also holds the owner's pid and host, for the message a refused run prints.
 
-A known limit: two runs that find the same stale lock at the same instant may both take it
-over (the check and the removal are two steps); the window is microseconds, after a SIGKILL.
+Acquiring: open `path.lock` with O_CREAT (no O_EXCL: a file left by a killed run is reused),
+`flock(LOCK_EX | LOCK_NB)`, then check that the file locked is still the one at `path.lock`
+(fstat against stat, same inode): a holder releases by unlinking the file while it still holds
+the lock, so a run that opened the old file just before must try again on the new one. The lock
+is released on every way out of the block (return, exception, Ctrl-C, and SIGTERM/SIGHUP
+through uldp.cli.signals).
+
+Two cases the kernel cannot arbitrate are refused with the holder named, as before flock: a
+lock file written by another host (a network file system may not carry flock between hosts),
+and one written by an earlier uldp, which created the file with O_EXCL and never flocked it
+(no `flock=1` line), whose pid is still a live process here.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -26,10 +35,20 @@ import click
 from uldp.trainers.atomic import pid_alive
 
 SUFFIX = ".lock"
+#: The marker of a lock file whose holder flocks it: a flock acquired on it means its writer is gone.
+FLOCKED = "flock=1"
 
 
 class Locked(click.UsageError):
     """Another live run holds the lock of a file this run would write."""
+
+
+@dataclass(frozen=True)
+class Held:
+    """A lock this process holds: the file and the descriptor its flock is on."""
+
+    path: Path
+    fd: int
 
 
 def lock_path(path: str | os.PathLike[str]) -> Path:
@@ -37,62 +56,100 @@ def lock_path(path: str | os.PathLike[str]) -> Path:
     return target.with_name(target.name + SUFFIX)
 
 
-def _owner(lock: Path) -> tuple[int | None, str]:
-    """(pid, host) recorded in `lock`; pid None if the file is unreadable or half-written."""
+def _fields(text: str) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def _owner(fields: dict[str, str]) -> tuple[int | None, str]:
+    """(pid, host) a lock file records; pid None if it is empty, half-written or garbage."""
     try:
-        fields = dict(line.split("=", 1) for line in lock.read_text().splitlines() if "=" in line)
         return int(fields["pid"]), fields.get("host", "")
-    except (OSError, ValueError, KeyError):
+    except (ValueError, KeyError):
         return None, ""
 
 
-def acquire(path: str | os.PathLike[str], option: str) -> Path:
-    """Create the lock of `path`, taking over a stale one; `Locked` naming `option`, the file and
-    the holder's pid if a live run holds it. Returns the lock file (release with `release`)."""
+def _read(fd: int) -> str:
+    os.lseek(fd, 0, os.SEEK_SET)
+    return os.read(fd, 4096).decode("utf-8", "replace")
+
+
+def _refusal(option: str, path: str | os.PathLike[str], lock: Path, fields: dict[str, str]) -> Locked:
+    pid, host = _owner(fields)
+    here = not host or host == socket.gethostname()
+    if pid is None or here and not pid_alive(pid):
+        # Locked by a run that has not written its pid yet (between its flock and its write: the
+        # file may still name the dead run that left it).
+        return Locked(
+            f"{option}: {path} is being opened by another run ({lock} is locked); wait for it, or "
+            "use another file"
+        )
+    if not here:
+        return Locked(
+            f"{option}: {path} is in use by process {pid} on host {host} ({lock}); if that run is "
+            f"over, remove {lock}"
+        )
+    return Locked(
+        f"{option}: {path} is in use by another run (pid {pid}, lock {lock}); wait for it to "
+        "finish, or give another file"
+    )
+
+
+def acquire(path: str | os.PathLike[str], option: str) -> Held:
+    """Lock `path` for this run; `Locked` naming `option`, the file and the holder's pid if a live
+    run holds it. Returns the lock held (release with `release`)."""
     lock = lock_path(path)
     host = socket.gethostname()
-    for _ in range(3):  # a stale lock removed, then one more try; a race lost, then refuse
+    for _ in range(100):  # each retry means a holder released between our open and our flock
         try:
-            fd = os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        except FileExistsError:
-            pid, owner_host = _owner(lock)
-            if pid is None:
-                # Just created by another run that has not written its pid yet, or garbage.
-                if _age(lock) < 5.0:
-                    raise Locked(
-                        f"{option}: {path} is being opened by another run ({lock} exists); "
-                        "wait for it, or use another file"
-                    ) from None
-            elif owner_host and owner_host != host:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as error:
+            raise Locked(f"{option}: cannot create the lock {lock} ({error.strerror})") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise _refusal(option, path, lock, _fields(_read(fd))) from None
+            except OSError as error:  # ENOLCK: a network file system without a lock service
                 raise Locked(
-                    f"{option}: {path} is in use by process {pid} on host {owner_host} ({lock}); "
-                    f"if that run is over, remove {lock}"
+                    f"{option}: cannot lock {lock} ({error.strerror}): this file system does not "
+                    "arbitrate locks; give a file on a local disk"
                 ) from None
-            elif pid_alive(pid) and pid != os.getpid():
-                raise Locked(
-                    f"{option}: {path} is in use by another run (pid {pid}, lock {lock}); wait for "
-                    "it to finish, or give another file"
-                ) from None
-            lock.unlink(missing_ok=True)  # stale: its writer is gone (SIGKILL, power loss)
-            continue
-        with os.fdopen(fd, "w") as handle:
-            handle.write(f"pid={os.getpid()}\nhost={host}\n")
-        return lock
-    raise Locked(f"{option}: could not take the lock {lock}: another run keeps taking it")
+            try:
+                same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:  # released (unlinked) by its holder after we opened it: try the new file
+                os.close(fd)
+                continue
+            fields = _fields(_read(fd))
+            pid, owner_host = _owner(fields)
+            if pid is not None and fields.get("flock") != "1":
+                # Written by a uldp that did not flock: the kernel knows nothing of its holder.
+                if owner_host and owner_host != host or pid_alive(pid) and pid != os.getpid():
+                    raise _refusal(option, path, lock, fields)
+            elif pid is not None and owner_host and owner_host != host:
+                raise _refusal(option, path, lock, fields)  # a network file system may not share flock
+            os.ftruncate(fd, 0)
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.write(fd, f"pid={os.getpid()}\nhost={host}\n{FLOCKED}\n".encode())
+            return Held(lock, fd)
+        except BaseException:
+            os.close(fd)  # also drops the flock, if we got it
+            raise
+    raise Locked(f"{option}: could not take the lock {lock}: other runs keep taking and releasing it")
 
 
-def _age(lock: Path) -> float:
+def release(held: Held) -> None:
+    """Remove the lock file, then drop the flock: unlinking while still holding it means no other
+    run can have locked the file being removed (a run that opened it meanwhile sees, after its
+    flock, that it is no longer the file at that path, and opens the new one)."""
     try:
-        return time.time() - lock.stat().st_mtime
-    except OSError:
-        return 0.0
-
-
-def release(lock: Path) -> None:
-    """Remove `lock` if it is still ours (a run that found it stale may have taken it over)."""
-    pid, _ = _owner(lock)
-    if pid == os.getpid():
-        lock.unlink(missing_ok=True)
+        if os.fstat(held.fd).st_ino == os.stat(held.path).st_ino:
+            held.path.unlink()
+    except FileNotFoundError:
+        pass
+    finally:
+        os.close(held.fd)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from typing import Any
 import click
 
 from uldp import __version__
-from uldp.cli.errors import MissingExtra, library_errors, missing_extra, one_line
+from uldp.cli.errors import MissingExtra, file_error_line, library_errors, missing_extra, one_line
 from uldp.cli.signals import install as install_signal_handlers
 
 COMMANDS_PACKAGE = "uldp.cli.commands"
@@ -111,6 +111,15 @@ class LazyGroup(click.Group):
         if not standalone_mode:
             return super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         try:
+            return self._report(*args, **kwargs)
+        except MemoryError:
+            # Raised again while reporting an error (formatting a huge message, issue 32's YAML
+            # bomb): the line is ready-made, so saying it needs no memory.
+            _say_out_of_memory()
+            sys.exit(1)
+
+    def _report(self, *args: Any, **kwargs: Any) -> Any:
+        try:
             rv = super().main(*args, standalone_mode=False, **kwargs)  # type: ignore[call-overload]
         except click.exceptions.NoArgsIsHelpError as err:
             err.show()
@@ -127,20 +136,19 @@ class LazyGroup(click.Group):
             click.echo("Aborted!", err=True)
             sys.exit(1)
         except MemoryError:
-            click.echo(
-                "Error: out of memory: ask for a smaller computation (fewer records, "
-                "steps or group sizes, or another accountant)",
-                err=True,
-            )
+            _say_out_of_memory()
             sys.exit(1)
+        except OSError as err:
+            # A path an option gave that cannot be opened or written (a name over 255 bytes, a
+            # missing folder, a full disk): the user's to fix, one line naming the option.
+            line = file_error_line(err)
+            if line is None:
+                _say_internal_error(err)
+                sys.exit(1)
+            click.echo(f"Error: {line}", err=True)
+            sys.exit(2)
         except Exception as err:  # a bug, not bad input: say so in one line, keep the details
-            if os.environ.get("ULDP_DEBUG"):
-                raise
-            click.echo(
-                f"Error: internal error ({type(err).__name__}: {one_line(err)}); "
-                "run again with ULDP_DEBUG=1 for the traceback and please report it",
-                err=True,
-            )
+            _say_internal_error(err)
             sys.exit(1)
         sys.exit(rv if isinstance(rv, int) else 0)
 
@@ -160,6 +168,36 @@ class LazyGroup(click.Group):
             if extra is None:
                 raise
             raise MissingExtra(command, error, extra) from error
+
+
+_OUT_OF_MEMORY = (
+    "Error: out of memory: ask for a smaller computation (fewer records, "
+    "steps or group sizes, or another accountant)\n"
+)
+_OUT_OF_MEMORY_BYTES = _OUT_OF_MEMORY.encode()
+#: An exception's own message is cut to this many characters: a message can be huge (a repr of
+#: a whole array), and the line is for a person.
+_MESSAGE_CHARS = 500
+
+
+def _say_out_of_memory() -> None:
+    try:
+        sys.stderr.write(_OUT_OF_MEMORY)
+        sys.stderr.flush()
+    except BaseException:  # noqa: BLE001 - even the stream's buffer could not grow: the bare fd
+        os.write(2, _OUT_OF_MEMORY_BYTES)
+
+
+def _say_internal_error(err: BaseException) -> None:
+    """One line for an exception that is a bug (exit status 1); the traceback with ULDP_DEBUG=1."""
+    if os.environ.get("ULDP_DEBUG"):
+        raise err
+    message = one_line(str(err)[:_MESSAGE_CHARS])
+    click.echo(
+        f"Error: internal error ({type(err).__name__}: {message}); "
+        "run again with ULDP_DEBUG=1 for the traceback and please report it",
+        err=True,
+    )
 
 
 @click.group(

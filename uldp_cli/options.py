@@ -11,11 +11,13 @@ import os
 import sys
 import tempfile
 from collections.abc import Callable, Sequence
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, TypeVar
 
 import click
 
+from uldp.cli.files import writes_through
 from uldp.cli.render import FORMATS
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -52,7 +54,7 @@ class Interval(click.ParamType):
             self.fail(f"{_shown(value)} is not a number.", param, ctx)
         try:
             number = float(value)
-        except (TypeError, ValueError):
+        except (TypeError, ValueError, OverflowError):  # OverflowError: a YAML int past 1e308
             self.fail(f"{_shown(value)} is not a number.", param, ctx)
         if not self.contains(number):
             self.fail(f"{_shown(value)} is not in {self.describe()}", param, ctx)
@@ -133,22 +135,52 @@ class PositiveInt(click.ParamType):
         self.high = high
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, bool):
-            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
-        if isinstance(value, float):
-            # YAML may give 4.0; 2.5 must not be truncated to 2.
-            if not value.is_integer():
-                self.fail(f"{_shown(value)} is not an integer.", param, ctx)
-            value = int(value)
-        try:
-            number = int(value)
-        except (TypeError, ValueError):
+        number = integral(value)
+        if number is None:
             self.fail(f"{_shown(value)} is not an integer.", param, ctx)
         if number < 1:
             self.fail(f"{_shown(value)} is not a positive integer.", param, ctx)
         if number > self.high:
             self.fail(f"{_shown(value)} is above the largest supported value, {self.high}.", param, ctx)
         return number
+
+
+#: Beyond every integer option's range (int64): an integral value past it is clamped here, so
+#: `1e999999999` is refused by the range check without building a billion-digit int.
+_INTEGRAL_CAP = 10**30
+
+
+def integral(value: Any) -> int | None:
+    """`value` as an int when it is one exactly, else None.
+
+    Accepts an int, an integral float (YAML's 4.0) and a string of an integer, also in
+    exponent form (`1e9`, `2.5e3` = 2500, as people write step counts); refuses a bool (YAML's
+    `yes`), a fraction (`1.5` is never truncated), NaN and infinities. A value of 1e30 or more
+    in magnitude comes back as +-1e30: past every range an option allows, and cheap to compare.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        pass
+    if not isinstance(value, str):
+        return None
+    try:
+        exact = Decimal(value.strip())
+    except InvalidOperation:
+        return None
+    if not exact.is_finite():
+        return None
+    if exact.adjusted() >= 30:  # the decimal exponent alone: nothing here can overflow
+        return _INTEGRAL_CAP if exact > 0 else -_INTEGRAL_CAP
+    if exact != exact.to_integral_value():
+        return None
+    return int(exact)
 
 
 #: --seed of every command: numpy's legacy seeds and torch.manual_seed take 32 bits without surprise.
@@ -164,11 +196,8 @@ class IntegerIn(click.ParamType):
         self.low, self.high = low, high
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            self.fail(f"{_shown(value)} is not an integer.", param, ctx)
-        try:
-            number = int(value)
-        except (TypeError, ValueError, OverflowError):
+        number = integral(value)
+        if number is None:
             self.fail(f"{_shown(value)} is not an integer.", param, ctx)
         if not self.low <= number <= self.high:
             self.fail(f"{_shown(value)} is not in [{self.low}, {self.high}]", param, ctx)
@@ -193,11 +222,18 @@ class OutputFile(click.Path):
         if not os.fsdecode(value).strip():
             self.fail("an empty path; give a file name", param, ctx)
         path = Path(os.fsdecode(super().convert(value, param, ctx)))  # path_type=Path: a Path already
-        directory = path.resolve().parent
-        if path.is_dir():
-            self.fail(f"{path} is a directory; give a file name", param, ctx)
-        if not directory.is_dir() or not can_create_in(directory):
-            self.fail(f"{path}: directory {directory} does not exist or is not writable", param, ctx)
+        try:
+            if path.is_dir():
+                self.fail(f"{path} is a directory; give a file name", param, ctx)
+            # A character device or a FIFO (/dev/null, /dev/stdout) is written through, not
+            # replaced (uldp.trainers.atomic): its folder need not take new files.
+            through = writes_through(path)
+            directory = path.resolve().parent
+            if not through and (not directory.is_dir() or not can_create_in(directory)):
+                self.fail(f"{path}: directory {directory} does not exist or is not writable", param, ctx)
+        except (OSError, RuntimeError) as error:  # a name too long, a symlink loop (issue 32)
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            self.fail(f"{path}: {reason}", param, ctx)
         return path
 
 
@@ -339,3 +375,18 @@ def format_option(f: F) -> F:
 delta_option = click.option(
     "--delta", type=OpenUnitInterval(), default=1e-5, show_default=True, help="Target delta, in (0, 1)."
 )
+
+
+def zero_epsilon_note(delta: float) -> str:
+    """What an epsilon of 0 means: `--delta` is large enough that the output distributions of
+    neighbouring data sets are within total variation delta, with no privacy loss left to bound.
+
+    Valid (every accountant gives 0 only when (0, delta)-DP holds) but easy to misread as
+    perfect privacy, so every command that prints such an epsilon says this next to it
+    (issue 32); the delta stays allowed, as in dp-accounting, which also answers 0 there.
+    """
+    return (
+        f"epsilon 0 at delta {delta:g}: so large a delta holds without any privacy loss (the "
+        "outputs on neighbouring data differ by at most delta in total variation), which promises "
+        "little; take delta well below 1/(number of records or users)"
+    )

@@ -23,6 +23,7 @@ import numpy as np
 from uldp.accountants.personalization import STATUSES, Personalization
 from uldp.accountants.rate_search import ScfFit
 from uldp.errors import DataError
+from uldp.input_files import CAPS, open_text
 
 from .errors import one_line
 from .figures import save_png, subplots
@@ -57,7 +58,7 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
 
     try:
         # utf-8-sig: a byte-order mark (spreadsheets write one) is not part of the first name.
-        with open(path, newline="", encoding="utf-8-sig") as handle:
+        with open_text(path, "--epsilon-csv", cap=CAPS["table"]) as handle:
             header = next(csv.reader(handle), None)
     except (OSError, UnicodeDecodeError, csv.Error) as error:
         raise fail(f"cannot read it ({one_line(error)})") from error
@@ -76,7 +77,13 @@ def read_budgets(path: Path, budget_column: str, id_column: str, id_given: bool)
             f"no column {budget_column!r} (columns: {', '.join(header)}); "
             "name the budget column with --epsilon-column"
         )
-    has_ids = id_column in header
+    if id_given and id_column == budget_column:
+        raise click.BadParameter(
+            f"{id_column!r} is also the --epsilon-column; the ids and the budgets need a column each",
+            param_hint="'--id-column'",
+        )
+    # The default id column doubling as the budget column: the records are numbered instead.
+    has_ids = id_column in header and id_column != budget_column
     if id_given and not has_ids:
         raise fail(f"no column {id_column!r} (columns: {', '.join(header)}) for --id-column")
     for name in (budget_column, id_column if has_ids else "row"):
@@ -147,7 +154,7 @@ def _read_arrow(path: Path, budget_column: str, id_column: str | None):
 def _read_stdlib(path: Path, width: int, budget_column: str, id_column: str | None):
     ids, values, missing = [], [], []
     try:
-        with open(path, newline="", encoding="utf-8-sig") as handle:
+        with open_text(path, "--epsilon-csv", cap=CAPS["table"]) as handle:
             lines = csv.reader(handle)
             header = next(lines)
             budget_at = header.index(budget_column)

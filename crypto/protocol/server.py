@@ -74,13 +74,13 @@ class AggregationServer:
     def private_key(self) -> PrivateKey:
         """SK, which never leaves A; benchmarks use it to check the silos' ciphertexts."""
         if self._keypair is None:
-            raise RuntimeError("setup (a) has not run: no Paillier key yet")
+            raise ProtocolError("server: setup (a) has not run: no Paillier key yet")
         return self._keypair[1]
 
     @property
     def public_key(self) -> PublicKey:
         if self._keypair is None:
-            raise RuntimeError("setup (a) has not run: no Paillier key yet")
+            raise ProtocolError("server: setup (a) has not run: no Paillier key yet")
         return self._keypair[0]
 
     # Setup (a)-(b): the silos' DH public keys, relayed to all.
@@ -108,7 +108,9 @@ class AggregationServer:
     def broadcast_dh_keys(self) -> list[Envelope]:
         missing = set(range(self.params.silos)) - self._dh_keys.keys()
         if missing:
-            raise RuntimeError(f"no DH public key yet from silos {sorted(missing)}")
+            raise ProtocolError(
+                f"setup (b): no DH public key from silo(s) {sorted(missing)}; the keys cannot be broadcast"
+            )
         return self._to_every_silo(DhKeysBroadcast(tuple(sorted(self._dh_keys.items()))), SETUP_ROUND)
 
     # Setup (c): relay the sealed seed without being able to open it (or to re-tag it).
@@ -130,7 +132,9 @@ class AggregationServer:
         """B(N_u) = sum_s B'(n_{s,u}) mod n = r_u N_u: the pairwise masks cancel (setup (e))."""
         missing = set(range(self.params.silos)) - self._histograms.keys()
         if missing:
-            raise RuntimeError(f"no blinded histogram yet from silos {sorted(missing)}")
+            raise ProtocolError(
+                f"setup (e): no blinded histogram from silo(s) {sorted(missing)}; nothing to unblind"
+            )
         n = self.public_key.n
         return [
             sum((gmpy2.mpz(self._histograms[s][u]) for s in range(self.params.silos)), gmpy2.mpz(0)) % n
@@ -152,7 +156,9 @@ class AggregationServer:
     def encrypted_weights(self, round_index: int, sampled: Sequence[bool] | np.ndarray) -> list[Envelope]:
         """Enc(B_inv(N_u)) for the sampled users, Enc(0) for the others: one authenticated copy per silo."""
         if self._blinded_inverses is None:
-            raise RuntimeError("setup (f) has not run: no blinded inverses yet")
+            raise ProtocolError(
+                f"round {round_index}: setup (f) has not run (no blinded inverses); no weights are sent"
+            )
         sampled = np.asarray(sampled, dtype=bool)
         if sampled.shape != (self.params.users,):
             raise ProtocolError(f"sampled must have shape ({self.params.users},), got {sampled.shape}")
@@ -180,10 +186,16 @@ class AggregationServer:
 
     def aggregate(self, round_index: int) -> np.ndarray:
         """Decode(Dec(prod_s Enc(Delta_s + masks))): the masks cancel only when all silos sent."""
-        received = self._sums.get(round_index, {})
+        received = self._sums.get(round_index)
+        if received is None:
+            raise ProtocolError(f"round {round_index} was not opened by the server: no weights were sent")
         missing = set(range(self.params.silos)) - received.keys()
         if missing:
-            raise RuntimeError(f"round {round_index}: no masked sum yet from silos {sorted(missing)}")
+            # Without every silo's sum the pairwise masks do not cancel: nothing is decrypted.
+            raise ProtocolError(
+                f"round {round_index}: no masked sum from silo(s) {sorted(missing)}; the masks would "
+                f"not cancel, nothing is decrypted"
+            )
         del self._sums[round_index]  # a whole run keeps one server: hold one round's ciphertexts
         pk, sk = self.public_key, self.private_key
         encoding = self.params.encoding

@@ -239,7 +239,7 @@ class Silo:
     # Setup (c): silo 0 seals R for each other silo; the server only relays.
     def sealed_seeds(self) -> list[Envelope]:
         if self.id != SEED_OWNER or self._seed is None:
-            raise RuntimeError(f"only silo {SEED_OWNER} draws the shared seed R")
+            raise ProtocolError(f"silo {self.id}: only silo {SEED_OWNER} draws the shared seed R")
         return [
             self.channels.wrap(
                 silo_name(peer),
@@ -257,7 +257,10 @@ class Silo:
             raise ProtocolError(
                 f"silo {self.id}: sealed seed addressed to {message.recipient} from {message.sender}"
             )
-        self._seed = open_sealed(self._seal_keys[SEED_OWNER], message.box, _seed_context(self.id))
+        key = self._seal_keys.get(SEED_OWNER)
+        if key is None:  # setup (b) never keyed this pair: nothing to open the seed with
+            raise ProtocolError(f"silo {self.id}: a sealed seed before the DH key broadcast (setup (b))")
+        self._seed = open_sealed(key, message.box, _seed_context(self.id))
 
     # Setup (d)-(e).
     def blinded_histogram(self) -> Envelope:
@@ -345,7 +348,7 @@ class Silo:
         """r_u for every user, expanded from R: the same at every silo, unknown to the server."""
         if self._blinds is None:
             if self._seed is None:
-                raise RuntimeError(f"silo {self.id}: setup (c) has not run: no shared seed R")
+                raise ProtocolError(f"silo {self.id}: setup (c) has not run: no shared seed R")
             self._blinds = unit_elements(
                 self._seed, "multiplicative-blinds", self.params.users, self._modulus()
             )
@@ -360,7 +363,7 @@ class Silo:
 
     def _public(self) -> PublicKey:
         if self._public_key is None:
-            raise RuntimeError(f"silo {self.id}: setup (a) has not run: no Paillier key")
+            raise ProtocolError(f"silo {self.id}: setup (a) has not run: no Paillier key")
         return self._public_key
 
     def _modulus(self) -> gmpy2.mpz:

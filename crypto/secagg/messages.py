@@ -2,17 +2,19 @@
 
 Baek et al. (2021), Algorithm 3, lines 13-38 (Bonawitz et al. 2017's rounds 0-4):
 
-    AdvertiseKeys    participant -> server    line 14: (c_i^PK, s_i^PK)
+    AdvertiseKeys    participant -> server    line 14: (c_i^PK, s_i^PK), d_i^PK (signatures), c(b_i)
     KeyBroadcast     server -> participants   line 17: every advertised pair, the session id
     ShareKeys        participant -> server    line 21: e_{i,j} for every j, encrypted under c_{i,j}
     ShareInbox       server -> participant j  line 23: the e_{i,j} addressed to j
-    MaskedInput      participant -> server    line 27: y_i in Z_{2^64}^d
+    MaskedInput      participant -> server    line 27: y_i in Z_{2^64}^d, signed
     UnmaskRequest    server -> survivors      line 29: U_A (survivors) and U \\ U_A (dropped)
-    UnmaskResponse   survivor -> server       line 33: shares of b_j (j in U_A), of s_j^SK (j dropped)
+    UnmaskResponse   survivor -> server       line 33: shares of b_j (j in U_A), of s_j^SK (j dropped), signed
 
 Every message names its round and, from the broadcast on, the session id the server drew, and each
 receiver checks both. Nothing secret travels in the clear: keys are public, shares are AEAD
-ciphertexts until the unmasking step, and a masked input is uniform on Z_{2^64}^d.
+ciphertexts until the unmasking step, and a masked input is uniform on Z_{2^64}^d. The two
+messages the server acts on without being able to tell a forgery (a masked input, an unmask
+response) carry the sender's Ed25519 signature under the key it advertised (`authentication`).
 
 `to_bytes` / `from_bytes` use the strict injective encoding of Protocol 1's wire (`crypto.channel.
 encode`, `crypto.wire.decode`): only the expected class and the classes its fields name can come
@@ -29,6 +31,7 @@ import numpy as np
 
 from uldp.crypto.channel import encode
 from uldp.crypto.sealing import NONCE_BYTES, TAG_BYTES
+from uldp.crypto.secagg.authentication import COMMITMENT_BYTES, SIGNATURE_BYTES, SIGNING_KEY_BYTES
 from uldp.crypto.secagg.keys import KEY_BYTES
 from uldp.crypto.secagg.params import MAX_ID
 from uldp.crypto.secagg.shamir import SHARE_BYTES
@@ -77,22 +80,42 @@ def _check_session(message: SecAggMessage, session: bytes) -> None:
         )
 
 
+def _check_signature(message: SecAggMessage, sender: int, signature: bytes) -> None:
+    if len(signature) != SIGNATURE_BYTES:
+        raise ProtocolError(
+            f"{message.KIND} message of participant {sender}: a signature has {SIGNATURE_BYTES} bytes, "
+            f"got {len(signature)}"
+        )
+
+
 @dataclass(frozen=True)
 class AdvertiseKeys(SecAggMessage):
-    """Line 14, participant -> server: its two X25519 public keys for this round."""
+    """Line 14, participant -> server: its two X25519 public keys for this round, the Ed25519 key
+    its later messages are signed with, and its commitment to b_i (`authentication`)."""
 
     KIND: ClassVar[str] = "advertise-keys"
     participant: int
     round: int
     c_public: bytes
     s_public: bytes
+    sign_public: bytes
+    seed_commitment: bytes
 
     def __post_init__(self) -> None:
         _check_id(self.participant, "the advertising participant")
         _check_round(self, self.round)
-        if len(self.c_public) != KEY_BYTES or len(self.s_public) != KEY_BYTES:
+        if (
+            len(self.c_public) != KEY_BYTES
+            or len(self.s_public) != KEY_BYTES
+            or len(self.sign_public) != SIGNING_KEY_BYTES
+        ):
             raise ProtocolError(
                 f"participant {self.participant} advertised a public key that is not {KEY_BYTES} bytes"
+            )
+        if len(self.seed_commitment) != COMMITMENT_BYTES:
+            raise ProtocolError(
+                f"participant {self.participant} advertised a seed commitment that is not "
+                f"{COMMITMENT_BYTES} bytes"
             )
 
 
@@ -181,13 +204,15 @@ class ShareInbox(SecAggMessage):
 
 @dataclass(frozen=True)
 class MaskedInput(SecAggMessage):
-    """Line 27, participant -> server: y_i = enc(x_i) + H(b_i) +- H(s_{i,j}), d little-endian uint64 words."""
+    """Line 27, participant -> server: y_i = enc(x_i) + H(b_i) +- H(s_{i,j}), d little-endian uint64
+    words, and the sender's Ed25519 signature of them (`authentication`)."""
 
     KIND: ClassVar[str] = "masked-input"
     participant: int
     round: int
     session: bytes
     masked: bytes
+    signature: bytes
 
     def __post_init__(self) -> None:
         _check_id(self.participant, "the sender of a masked input")
@@ -198,6 +223,12 @@ class MaskedInput(SecAggMessage):
                 f"masked input of participant {self.participant} is {len(self.masked)} bytes, "
                 f"not a whole number of {WORD_BYTES}-byte words"
             )
+        _check_signature(self, self.participant, self.signature)
+
+    @property
+    def signed_content(self) -> bytes:
+        """What the signature covers besides (kind, session, round, sender): y_i's bytes."""
+        return self.masked
 
     @property
     def vector(self) -> np.ndarray:
@@ -230,11 +261,18 @@ class UnmaskResponse(SecAggMessage):
     session: bytes
     seed_shares: tuple[tuple[int, int], ...]
     key_shares: tuple[tuple[int, int], ...]
+    signature: bytes
 
     def __post_init__(self) -> None:
         _check_id(self.participant, "the sender of an unmask response")
         _check_round(self, self.round)
         _check_session(self, self.session)
+        _check_signature(self, self.participant, self.signature)
+
+    @property
+    def signed_content(self) -> bytes:
+        """What the signature covers besides (kind, session, round, sender): both lists of shares."""
+        return encode((self.seed_shares, self.key_shares))
 
 
 MESSAGES: tuple[type[SecAggMessage], ...] = (

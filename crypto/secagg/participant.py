@@ -1,11 +1,12 @@
 """A participant i of one secure-aggregation round: Algorithm 3 of Baek et al. (2021), user side.
 
-    advertise()            lines 13-14  fresh key pairs (c_i, s_i) and seed b_i; send c_i^PK, s_i^PK
+    advertise()            lines 13-14  fresh key pairs (c_i, s_i) and seed b_i; send c_i^PK, s_i^PK,
+                                        the Ed25519 key of its signatures and c(b_i) (`authentication`)
     share_keys(broadcast)  lines 19-21  Shamir (k, n) shares of b_i and s_i^SK, e_{i,j} under c_{i,j}
     masked_input(x, inbox) lines 27, 32 open the e_{j,i}; y_i = enc(x) + H(b_i) + sum_{j>i} H(s_{i,j})
                                         - sum_{j<i} H(s_{i,j}) mod 2^64, j over the peers whose
-                                        shares arrived (Bonawitz et al.'s U_2)
-    unmask(request)        line 33      shares of b_j for the survivors, of s_j^SK for the dropped
+                                        shares arrived (Bonawitz et al.'s U_2); signed
+    unmask(request)        line 33      shares of b_j for the survivors, of s_j^SK for the dropped; signed
 
 What a participant receives is public keys, ciphertexts addressed to it, and lists of ids: with
 one share of each peer's secrets (k >= 2) it can rebuild none of them, and it never sees another
@@ -30,6 +31,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from uldp.crypto.channel import encode
+from uldp.crypto.secagg.authentication import (
+    SIGNING_KEY_BYTES,
+    SigningKeyPair,
+    generate_signing_keypair,
+    seed_commitment,
+    sign,
+    signing_public_key_of,
+)
 from uldp.crypto.secagg.keys import (
     KEY_BYTES,
     X25519KeyPair,
@@ -57,7 +66,8 @@ from uldp.crypto.secagg.sealed_shares import open_shares, seal_shares
 from uldp.crypto.secagg.shamir import PRIME, share_secret
 from uldp.errors import InvalidParameter, ProtocolError
 
-STATE_VERSION = "uldp/secagg/participant-state/v1"
+STATE_VERSION = "uldp/secagg/participant-state/v2"
+"""v2 (issue 32): the Ed25519 signing key joined the state."""
 
 
 @dataclass(frozen=True)
@@ -75,7 +85,8 @@ class ParticipantState:
 
     Each secret is kept only while a later step needs it: c_i^SK until `share_keys` (which derives
     the keys to open the peers' shares, `open_keys`, kept until `masked_input`), s_i^SK and b_i
-    until `masked_input`, the held shares until `unmask`; anything no longer needed is empty.
+    until `masked_input`, the held shares and the signing key until `unmask`; anything no longer
+    needed is empty.
     """
 
     version: str
@@ -90,6 +101,7 @@ class ParticipantState:
     session: bytes
     c_private: bytes = field(repr=False)
     s_private: bytes = field(repr=False)
+    sign_private: bytes = field(repr=False)
     seed: bytes = field(repr=False)
     open_keys: tuple[tuple[int, bytes], ...] = field(repr=False)
     peers: tuple[AdvertiseKeys, ...]
@@ -108,6 +120,7 @@ class SecAggParticipant:
         self.session = b""
         self._c: X25519KeyPair | None = generate_keypair()
         self._s: X25519KeyPair | None = generate_keypair()
+        self._sign: SigningKeyPair | None = generate_signing_keypair()
         self._seed: bytes | None = secrets.token_bytes(SEED_BYTES)
         self._open_keys: dict[int, bytes] = {}
         self._peers: dict[int, AdvertiseKeys] = {}
@@ -120,10 +133,15 @@ class SecAggParticipant:
     # -- the steps -------------------------------------------------------------------------------
 
     def advertise(self) -> AdvertiseKeys:
-        """(c_i^PK, s_i^PK), line 14."""
+        """(c_i^PK, s_i^PK), line 14, with the key that verifies this participant's signatures and c(b_i)."""
         self._expect("advertise", "keys")
-        assert self._c is not None and self._s is not None
-        return AdvertiseKeys(self.id, self.round, self._c.public, self._s.public)
+        return self._advertisement()
+
+    def _advertisement(self) -> AdvertiseKeys:
+        c, s, signing, seed = self._c, self._s, self._sign, self._seed
+        assert c is not None and s is not None and signing is not None and seed is not None
+        commitment = seed_commitment(seed, round_number=self.round, participant=self.id)
+        return AdvertiseKeys(self.id, self.round, c.public, s.public, signing.public, commitment)
 
     def share_keys(self, broadcast: KeyBroadcast) -> ShareKeys:
         """Shares of b_i and s_i^SK for every participant of `broadcast`, encrypted for each (lines 19-21)."""
@@ -133,7 +151,7 @@ class SecAggParticipant:
         self._check_round(broadcast)
         keys = broadcast.by_participant()
         mine = keys.get(self.id)
-        if mine is None or (mine.c_public, mine.s_public) != (c.public, s.public):
+        if mine is None or mine != self._advertisement():
             raise ProtocolError(
                 f"participant {self.id}: the key broadcast of round {self.round} omits or misstates "
                 f"its own keys"
@@ -226,7 +244,10 @@ class SecAggParticipant:
         self._s = self._seed = None
         self._open_keys = {}
         self._held, self._masked_with, self.phase = held, peers, "masked"
-        return MaskedInput(self.id, self.round, self.session, codes.astype("<u8", copy=False).tobytes())
+        masked = codes.astype("<u8", copy=False).tobytes()
+        return MaskedInput(
+            self.id, self.round, self.session, masked, self._signature(MaskedInput.KIND, masked)
+        )
 
     def unmask(self, request: UnmaskRequest) -> UnmaskResponse:
         """b-shares of the survivors and s^SK-shares of the dropped (line 33): once, never both for a peer."""
@@ -265,15 +286,24 @@ class SecAggParticipant:
                 f"participant {self.id}: only {len(survivors)} survivors in round {self.round}, below the "
                 f"threshold k = {self.params.threshold}; refused, nothing revealed"
             )
-        response = UnmaskResponse(
-            self.id,
-            self.round,
-            self.session,
-            tuple((owner, self._held[owner][0]) for owner in sorted(survivors)),
-            tuple((owner, self._held[owner][1]) for owner in sorted(dropped)),
-        )
-        self._held, self.phase = {}, "done"
+        seed_shares = tuple((owner, self._held[owner][0]) for owner in sorted(survivors))
+        key_shares = tuple((owner, self._held[owner][1]) for owner in sorted(dropped))
+        content = encode((seed_shares, key_shares))  # UnmaskResponse.signed_content
+        signature = self._signature(UnmaskResponse.KIND, content)
+        response = UnmaskResponse(self.id, self.round, self.session, seed_shares, key_shares, signature)
+        self._held, self._sign, self.phase = {}, None, "done"
         return response
+
+    def _signature(self, kind: str, content: bytes) -> bytes:
+        assert self._sign is not None
+        return sign(
+            self._sign.private,
+            kind,
+            session=self.session,
+            round_number=self.round,
+            sender=self.id,
+            content=content,
+        )
 
     # -- state between two messages ----------------------------------------------------------------
 
@@ -292,6 +322,7 @@ class SecAggParticipant:
             session=self.session,
             c_private=self._c.private if self._c else b"",
             s_private=self._s.private if self._s else b"",
+            sign_private=self._sign.private if self._sign else b"",
             seed=self._seed or b"",
             open_keys=tuple(sorted(self._open_keys.items())),
             peers=tuple(self._peers[pid] for pid in sorted(self._peers)),
@@ -320,6 +351,11 @@ class SecAggParticipant:
         participant.phase, participant.session = state.phase, state.session
         participant._c = _keypair(state.c_private)
         participant._s = _keypair(state.s_private)
+        participant._sign = (
+            SigningKeyPair(state.sign_private, signing_public_key_of(state.sign_private))
+            if state.sign_private
+            else None
+        )
         participant._seed = state.seed or None
         participant._open_keys = dict(state.open_keys)
         participant._peers = {k.participant: k for k in state.peers}
@@ -368,11 +404,12 @@ def _keypair(private: bytes) -> X25519KeyPair | None:
 
 NEEDS = {
     # The phases, in order (before share_keys, after it, after masked_input, after unmask), and what
-    # each keeps: (c_i^SK, s_i^SK and b_i, the keys to open the peers' shares, session and broadcast).
-    "keys": (True, True, False, False),
-    "shared": (False, True, True, True),
-    "masked": (False, False, False, True),
-    "done": (False, False, False, True),
+    # each keeps: (c_i^SK, s_i^SK and b_i, the keys to open the peers' shares, session and broadcast,
+    # the signing key).
+    "keys": (True, True, False, False, True),
+    "shared": (False, True, True, True, True),
+    "masked": (False, False, False, True, True),
+    "done": (False, False, False, True, False),
 }
 
 
@@ -384,10 +421,12 @@ def _state_problem(state: ParticipantState) -> str | None:
         return f"unknown phase {state.phase!r}"
     if not (0 <= state.participant <= MAX_ID and 0 <= state.round <= MAX_ID):
         return "participant id or round outside [0, 2^63 - 1]"
-    c_key, s_key_and_seed, open_keys, session = NEEDS[state.phase]
+    c_key, s_key_and_seed, open_keys, session, signing_key = NEEDS[state.phase]
     phase = f"phase {state.phase!r}"
     if len(state.c_private) != (KEY_BYTES if c_key else 0):
         return f"c_i^SK does not fit {phase}"
+    if len(state.sign_private) != (SIGNING_KEY_BYTES if signing_key else 0):
+        return f"the signing key does not fit {phase}"
     if {len(state.s_private), len(state.seed)} != ({KEY_BYTES} if s_key_and_seed else {0}):
         return f"s_i^SK or b_i does not fit {phase}"
     if bool(state.open_keys) != open_keys or any(len(key) != KEY_BYTES for _, key in state.open_keys):
@@ -396,7 +435,12 @@ def _state_problem(state: ParticipantState) -> str | None:
         return f"session id or key broadcast does not fit {phase}"
     if session and state.participant not in {k.participant for k in state.peers}:
         return "the key broadcast does not list the participant itself"
+    peer_ids = {k.participant for k in state.peers}
+    if any(pid == state.participant or pid not in peer_ids for pid, _ in state.open_keys):
+        return "a key to open the shares of a participant outside the key broadcast"
     owners = [h.owner for h in state.held]
+    if not set(owners) <= peer_ids:
+        return "held shares of a participant outside the key broadcast"
     values = [v for h in state.held for v in (h.seed_share, h.key_share)]
     if len(set(owners)) != len(owners) or any(not 0 <= v < PRIME for v in values):
         return "held shares repeat an owner or leave the field"

@@ -3,16 +3,26 @@
     SecAggServer(...)        line 17      refuses k > n, k < 2, and sampled weights below n0
     collect_keys(adverts)    line 17      U_1 = advertisers; broadcast their keys and a session id
     route_shares(messages)   line 23      U_2 = those whose shares arrived; forward each e_{i,j} to j
-    unmask_request(masked)   lines 29-30  U_A = U_3 = those whose masked input arrived; sum the y_i;
-                                          refuse (request nothing) if |U_A| < k or n' < n0
-    aggregate(responses)     lines 36-38  rebuild b_i (i in U_A) and s_j^SK (j in U_2 \\ U_A) from
-                                          k shares each, strip H(b_i) and H(s_{i,j}), decode
+    unmask_request(masked)   lines 29-30  U_A = U_3 = those whose masked input arrived, each signature
+                                          verified; sum the y_i; refuse (request nothing) if |U_A| < k
+                                          or n' < n0
+    aggregate(responses)     lines 36-38  verify each response's signature; rebuild b_i (i in U_A) and
+                                          s_j^SK (j in U_2 \\ U_A) from k shares each, check them against
+                                          c(b_i) and s_j^PK, strip H(b_i) and H(s_{i,j}), check the sum's
+                                          range, decode
 
 The server only ever holds public keys, ciphertexts it cannot open, masked inputs and, at the end,
 the secrets the survivors released: b_i of each survivor and s_j^SK of each dropped participant,
 never both for one participant, so it learns the survivors' sum and nothing about one input. At
 every step it stops with a ProtocolError as soon as fewer than k participants remain (the round
 cannot finish, and at the unmasking step nothing is requested, so nothing is revealed).
+
+Nothing is released that fails a check (issue 32, item 8): a masked input or unmask response whose
+Ed25519 signature does not verify under the key its sender advertised (altered or forged on the
+way), a rebuilt secret that does not match what its owner advertised (c(b_i), s_i^PK: a corrupted
+share), and an unmasked sum with a coordinate outside [-n M, n M] (n survivors, M = ceil(B 2^f),
+the largest code of one input): a mask left in the sum, by any cause, makes it uniform on
+Z_{2^64}, which lands in that range with probability (2 n M + 1) / 2^64 per coordinate.
 
 A server object lives for one round; on Flower the ServerApp process holds it across the round's
 four message exchanges (no state export is needed on this side).
@@ -26,6 +36,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
+from uldp.crypto.secagg.authentication import seed_commitment, verify
 from uldp.crypto.secagg.keys import agree, load_private_key, mask_seed, public_key_of
 from uldp.crypto.secagg.masks import MaskGenerator
 from uldp.crypto.secagg.messages import (
@@ -164,6 +175,8 @@ class SecAggServer:
                     f"masked input of participant {who} has {len(masked.masked) // 8} words, "
                     f"dimension = {self.params.dimension} expected"
                 )
+            # y_i is uniform on Z_{2^64}^d: only its sender's signature tells an altered one apart.
+            self._check_signature(masked, who, "no share is requested, nothing is revealed")
             arrived[who] = masked
         self._enough(
             "sent their masked inputs", arrived, refusal="no share is requested, nothing is revealed"
@@ -205,6 +218,7 @@ class SecAggServer:
                     f"participant {who}'s unmask response does not hold exactly one share per survivor "
                     f"and per dropped participant (round {self.round})"
                 )
+            self._check_signature(response, who, "no share of it is used, nothing is released")
             responders.add(who)
             x = who + 1
             for owner, y in seeds.items():
@@ -215,13 +229,22 @@ class SecAggServer:
         self._enough("answered the unmask request", responders, weigh=False)
         k = self.params.threshold
         plus: list[bytes] = []
-        minus = [reconstruct_secret(seed_shares[i], k) for i in self.survivors]  # H(b_i)
+        minus = []  # H(b_i)
+        for i in self.survivors:
+            seed = reconstruct_secret(seed_shares[i], k)
+            # With exactly k responses the shares have no redundancy: the commitment is the check.
+            if seed_commitment(seed, round_number=self.round, participant=i) != self.keys[i].seed_commitment:
+                raise ProtocolError(
+                    f"the shares of participant {i}'s mask seed b_{i} do not rebuild the seed it committed "
+                    f"to (round {self.round}): a corrupted share; nothing is released"
+                )
+            minus.append(seed)
         for j in self.dropped:
             private = reconstruct_secret(key_shares[j], k)
             if public_key_of(private) != self.keys[j].s_public:
                 raise ProtocolError(
                     f"the shares of participant {j}'s mask key do not rebuild the key it advertised "
-                    f"(round {self.round}): a corrupted share"
+                    f"(round {self.round}): a corrupted share; nothing is released"
                 )
             own = load_private_key(private)
             for i in self.survivors:
@@ -238,6 +261,7 @@ class SecAggServer:
         total = self._masked_sum.copy()
         MaskGenerator(self.params.dimension).apply(total, plus, minus)
         self.step = "done"
+        self._check_range(total)
         return total
 
     def aggregate(self, responses: Iterable[UnmaskResponse]) -> np.ndarray:
@@ -245,6 +269,44 @@ class SecAggServer:
         return self.params.fixed_point.decode(self.aggregate_encoded(responses))
 
     # -- checks --------------------------------------------------------------------------------------
+
+    def _check_signature(self, message: MaskedInput | UnmaskResponse, who: int, refusal: str) -> None:
+        """ProtocolError naming sender and round unless `message` carries `who`'s signature of it."""
+        if not verify(
+            self.keys[who].sign_public,
+            message.signature,
+            message.KIND,
+            session=self.session,
+            round_number=self.round,
+            sender=who,
+            content=message.signed_content,
+        ):
+            raise ProtocolError(
+                f"the {message.KIND} message of participant {who} (round {self.round}) fails its "
+                f"signature check: altered in transit or not sent by participant {who}; {refusal}"
+            )
+
+    def _check_range(self, total: np.ndarray) -> None:
+        """ProtocolError unless every coordinate of the unmasked sum is within [-n M, n M].
+
+        n survivors' codes, each at most M = ceil(B 2^f) in absolute value, sum to at most n M
+        (`FixedPoint.check_capacity` keeps n M < 2^63, so the int64 reading is the exact sum). A
+        coordinate beyond it is no sum of inputs within the bound: a mask is left in it (a share
+        or masked input corrupted where no other check saw it) or an input broke the bound.
+        """
+        limit = len(self.survivors) * self.params.fixed_point.largest_code
+        signed = total.view(np.int64)
+        outside = np.flatnonzero((signed > limit) | (signed < -limit))
+        if outside.size:
+            index = int(outside[0])
+            value = float(self.params.fixed_point.decode(total[index : index + 1])[0])
+            n, most = len(self.survivors), math.ldexp(float(limit), -self.params.frac_bits)
+            raise ProtocolError(
+                f"round {self.round}: the unmasked sum is {value:.6g} at coordinate {index}, outside "
+                f"[-n B, n B] = [-{most:g}, {most:g}] for n = {n} survivors ({outside.size} of "
+                f"{total.size} coordinates are): a mask was not removed (a corrupted share or masked "
+                f"input) or an input exceeded the bound; nothing is released"
+            )
 
     def _expect(self, step: str) -> None:
         if self.step != step:

@@ -398,7 +398,10 @@ def test_read_opacus_file_names_the_file_in_its_errors(tmp_path):
 # compute_dp_sgd_privacy_lib.py computes, for the statement's Poisson line,
 #   q = batch_size / number_of_examples, steps = int(math.ceil(num_epochs / q)),
 # and for its once-per-epoch line int(math.ceil(num_epochs)) Gaussians.
-MNIST = DpSgdDescription(noise_multiplier=1.1, batch_size=256, dataset_size=60000, epochs=60)
+# TF-Privacy's MNIST tutorial clips each example on its own (microbatches of one): no halving.
+MNIST = DpSgdDescription(
+    noise_multiplier=1.1, batch_size=256, dataset_size=60000, epochs=60, used_microbatching=False
+)
 # The kwargs of TF-Privacy's statement tests (compute_dp_sgd_privacy_test.py), with microbatching.
 STATEMENT = DpSgdDescription(2.0, 64, 10000, 5.0, max_examples_per_user=None, used_microbatching=True)
 
@@ -437,7 +440,8 @@ def test_tf_privacy_compute_dp_sgd_privacy_values(n, batch, sigma, epochs, delta
     batch / n, ceil(epochs n / batch) steps, dp-accounting's RDP at its order list below): the
     same to 1e-9 relative (measured 5e-13) at the same integer order."""
     orders = [1.25, 1.5, 1.75, 2.0, 2.25, 2.5, 3.0, 3.5, 4.0, 4.5] + list(range(5, 64)) + [128, 256, 512]
-    description = DpSgdDescription(sigma, batch, n, epochs)
+    # The deprecated function ignores microbatching (it never halves the multiplier).
+    description = DpSgdDescription(sigma, batch, n, epochs, used_microbatching=False)
     assert description.steps == math.ceil(epochs * n / batch)
     ours = account_event(description.mechanism(), delta, "rdp", orders=orders, conversion="improved")
     assert ours.epsilon == pytest.approx(eps, rel=1e-9)

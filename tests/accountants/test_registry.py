@@ -31,12 +31,20 @@ SUPPORTED = {
         SERVER,
         Composed((RUN, SERVER)),
     ],
-    "pld": [RUN, SILOS, Composed((RUN, OTHER)), Group(RUN, 2), Group(SILOS, 2), SERVER],
+    "pld": [
+        RUN,
+        SILOS,
+        Composed((RUN, OTHER)),
+        Group(RUN, 2),
+        Group(SILOS, 2),
+        Group(Composed((RUN, OTHER)), 2),  # each part's group PLD, composed (issue 32)
+        SERVER,
+    ],
     "prv": [RUN, SILOS, SERVER],
 }
 REFUSED = {
     "rdp": [Group(Group(RUN, 2), 2), Composed((Group(RUN, 2), RUN))],
-    "pld": [Composed((RUN, SERVER)), Group(Composed((RUN, OTHER)), 2), Group(SERVER, 2)],
+    "pld": [Composed((RUN, SERVER)), Group(Composed((RUN, SERVER)), 2), Group(SERVER, 2)],
     "prv": [Group(RUN, 2), Composed((RUN, OTHER))],
 }
 

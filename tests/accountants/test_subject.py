@@ -327,12 +327,20 @@ def test_each_mechanisms_composition_matches_dp_accounting(mechanism):
     # one member: the busiest holder (3 items); the federation: the 3 busiest each round
     local = _reference([(1 - 0.99**3, 1.2 / sens(3), steps)])
     federation = _reference([(1 - 0.99**m, 1.2 / sens(m), steps) for m in (3, 2, 2)])
+    if mechanism in ("localgroupdp", "localitemdp"):
+        # the Binomial(m, q) mixture, by RDP m items' own steps at sigma / sqrt(m) (issue 32);
+        # the sensitivity-m bound above is kept as the cross-check
+        cross_check = (local, federation)
+        local = _reference([(0.01, 1.2 / math.sqrt(3), 3 * steps)])
+        federation = _reference([(0.01, 1.2 / math.sqrt(m), m * steps) for m in (3, 2, 2)])
     ours_local = composed_epsilon(local_composition(run, holding), run.sigma, DELTA, orders=ORDERS)
     ours_fed = composed_epsilon(federation_composition(run, holding), run.sigma, DELTA, orders=ORDERS)
     assert ours_local == pytest.approx(local, rel=1e-9)
     assert ours_fed == pytest.approx(federation, rel=1e-9)
     g = subject_guarantee(run, holding, DELTA, orders=ORDERS)
     assert (g.local_epsilon, g.federation_epsilon) == (ours_local, ours_fed)
+    if mechanism in ("localgroupdp", "localitemdp"):
+        assert (g.local_cross_check, g.federation_cross_check) == pytest.approx(cross_check, rel=1e-9)
 
 
 @pytest.mark.parametrize("rounds, steps, sigma", [(50, 10, 1.2), (3, 1, 0.8), (200, 5, 4.0)])
@@ -387,10 +395,14 @@ def test_higradavgdp_spends_least(holding, s, rounds, extra):
         assert eps["higradavgdp"].local_epsilon <= eps[m].local_epsilon
         assert eps["higradavgdp"].federation_epsilon <= eps[m].federation_epsilon
     assert eps["localgroupdp"] == eps["localitemdp"]  # the same DP-SGD mechanism at the same sigma
-    # with two items or more at every holder, per-item clipping's m C is at least UserLDP's 2C
+    # with two items or more at every holder, per-item clipping's m C is at least UserLDP's 2C: the
+    # sensitivity-m cross-check; the Binomial(m, q) mixture accounted (issue 32) is below it
     deep = [m + 1 + extra for m in holding]
     at = {m: subject_guarantee(replace(run, mechanism=m), deep, DELTA) for m in MECHANISMS}
-    for kind in ("local_epsilon", "federation_epsilon"):
-        order = [getattr(at[m], kind) for m in ("higradavgdp", "userldp", "localitemdp")]
+    for kind in ("local", "federation"):
+        order = [getattr(at[m], f"{kind}_epsilon") for m in ("higradavgdp", "userldp")]
+        order.append(getattr(at["localitemdp"], f"{kind}_cross_check"))
         assert order == sorted(order)
         assert order[0] < order[1]  # sensitivity C against 2C: strictly less
+        mixture = getattr(at["localitemdp"], f"{kind}_epsilon")
+        assert order[0] <= mixture < order[2]

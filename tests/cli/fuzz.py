@@ -37,6 +37,9 @@ HOSTILE_VALUES: tuple[str, ...] = (
     "9223372036854775808",
     "0.5",
     "2.5",
+    # Exponent form (issue 32): integral values are integers, but not a fraction or past a double.
+    "1.5e0",
+    "1e400",
     "",
     " ",
     "abc",

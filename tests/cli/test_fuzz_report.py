@@ -36,3 +36,15 @@ def test_every_value_of_every_numeric_option_keeps_the_contract(option: str) -> 
 @pytest.mark.parametrize("option", ["--sigma", "--q", "--steps", "--delta"])
 def test_the_tight_accountants_keep_the_contract(option: str) -> None:
     check_every_value(COMMAND, {option: TIGHT}, option)
+
+
+@pytest.mark.parametrize("flag", ["--microbatching", "--no-microbatching"])
+@pytest.mark.parametrize("base", [MECHANISM, DP_SGD, USER], ids=["plan", "dp-sgd", "user"])
+def test_the_microbatching_flags_keep_the_contract_on_every_source(base: list[str], flag: str) -> None:
+    # Issue 32: a DP-SGD description's flag, refused in one line elsewhere.
+    from .fuzz import assert_contract, run
+
+    args = [*base, flag]
+    result = run(*args)
+    assert_contract(result, args)
+    assert (result.exit_code == 0) == ("--dataset-size" in base)

@@ -42,7 +42,8 @@ def test_every_value_of_every_numeric_option_keeps_the_contract(option: str) -> 
 
 #: The options whose accounting --algo changes, fuzzed again under the two mechanisms that
 #: differ most from HiGradAvgDP's: UserLDP (2C, and its unsampled user-level LDP row) and
-#: LocalItemDP (m C: sigma / m can fall far below --sigma's own range).
+#: LocalItemDP (m items: m steps at sigma / sqrt(m), and its cross-check's sigma / m can fall far
+#: below --sigma's own range).
 ALGO_OPTIONS = ("--rounds", "--local-steps", "--record-q", "--sigma", "--items-per-member", "--subject-items")
 
 
@@ -59,3 +60,17 @@ def test_hostile_algo_names_are_one_error_line(accountant: str) -> None:
         result = run(*args)
         assert_contract(result, args)
         assert result.exit_code == 2, args
+
+
+@pytest.mark.parametrize("items", ["2", "16385", "1048576"])
+def test_localitemdp_items_under_pld_keep_the_contract(items: str) -> None:
+    """Issue 32: a subject's items at a member are the Binomial(m, q) mixture; PLD builds it for up
+    to 2^14 items and refuses more in one line (exit 2), before any work."""
+    args = [
+        *["subject", "--members", "4", "--per-round", "2", "--rounds", "2", "--local-steps", "2"],
+        *["--record-q", "0.2", "--sigma", "3", "--items-per-member", items],
+        *["--algo", "localitemdp", "--accountant", "pld"],
+    ]
+    result = run(*args)
+    assert_contract(result, args)
+    assert result.exit_code == (0 if items == "2" else 2), result.output

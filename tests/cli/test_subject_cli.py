@@ -254,7 +254,7 @@ def test_every_row_accounts_the_chosen_mechanism(tmp_path, algo):
     if algo != "higradavgdp":
         assert doc["assumptions"]["algorithm"].lower().startswith(algo)
     mechanism = doc["assumptions"]["local mechanism"]
-    assert ("m C" in mechanism) == (algo in ("localgroupdp", "localitemdp"))
+    assert ("Binomial(m, q)" in mechanism) == (algo in ("localgroupdp", "localitemdp"))  # issue 32
 
 
 def test_k_goes_with_any_algo():

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.invoke import command_runner
+from uldp.accountants.gaussian import gaussian_epsilon
 
 train, train_json = command_runner("train")
 dropout, dropout_json = command_runner("dropout")
@@ -40,6 +41,10 @@ def test_the_printed_epsilon_is_uldp_dropouts_for_the_dropouts_that_happened(tmp
 
     run = trained(calibration)
     assert [r["dropped_upload"] for r in run["history"]] == [1] * rounds
+    # q = 1: each view is a composition of plain Gaussians, printed exactly (issue 32, item 10)
+    for view, field in (("model_multiplier", "epsilon"), ("server_multiplier", "server_epsilon")):
+        mu = sum(1 / row[view] ** 2 for row in run["history"]) ** 0.5
+        assert run["summary"][field] == pytest.approx(gaussian_epsilon(mu, 1e-5), abs=1e-9)
     calibrated = calibration == "--calibration"
     entry = next(e for e in planned("0.25")["results"] if e["calibrated"] == calibrated)
     assert run["summary"]["epsilon"] == entry["epsilon"]

@@ -33,7 +33,9 @@ COMMANDS = (
 def _vocabulary() -> list[dict[str, Any]]:
     """The table's rows: options (one parameter's spellings), commands, {command: old spellings}."""
     rows = []
-    for line in DOC.read_text(encoding="utf-8").splitlines():
+    # Only "## The vocabulary" holds it; other sections have tables of their own (Files: caps).
+    section = DOC.read_text(encoding="utf-8").split("\n## The vocabulary\n", 1)[1].split("\n## ", 1)[0]
+    for line in section.splitlines():
         if not line.startswith("| `--"):
             continue
         cells = [cell.strip() for cell in line.strip().strip("|").split(" | ")]

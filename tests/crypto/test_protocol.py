@@ -28,6 +28,7 @@ from uldp.crypto.protocol import (
     weighting_round,
 )
 from uldp.crypto.sealing import SealedBox
+from uldp.errors import ProtocolError
 
 SMALL = Encoding(precision=1e-8, n_max=60, value_bound=100.0)
 
@@ -302,7 +303,7 @@ def test_silo_refuses_a_modulus_below_2048_bits_without_test_keys(keypair_512):
     silo, send = silo_with_server(params)
     with pytest.raises(ValueError, match="512-bit Paillier modulus is insecure"):
         silo.receive_paillier_key(send(PaillierKeyMessage(int(keypair_512[0].n))))
-    with pytest.raises(RuntimeError, match="no Paillier key"):
+    with pytest.raises(ProtocolError, match="no Paillier key"):
         silo.blinded_histogram()  # nothing was stored
 
 

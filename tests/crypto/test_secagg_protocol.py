@@ -28,6 +28,7 @@ from uldp.crypto.secagg import (
     UnmaskResponse,
     secure_sum,
 )
+from uldp.crypto.secagg.authentication import sign
 from uldp.crypto.secagg.shamir import reconstruct_secret
 from uldp.errors import InvalidParameter, ProtocolError
 
@@ -95,6 +96,19 @@ class Round:
         for i in included:
             total += fp.encode(vectors[i])
         return total
+
+
+def signed_by(private: bytes, message):
+    """`message` signed anew with `private`: what its own sender could send (no signature catches it)."""
+    signature = sign(
+        private,
+        message.KIND,
+        session=message.session,
+        round_number=message.round,
+        sender=message.participant,
+        content=message.signed_content,
+    )
+    return dataclasses.replace(message, signature=signature)
 
 
 # -- exact sums ----------------------------------------------------------------------------------------
@@ -254,15 +268,23 @@ def test_a_corrupted_share_in_an_unmask_response_stops_the_round_instead_of_a_wr
     r.keys(ids)
     r.shares(ids)
     r.upload(ids[:4], vectors_for(ids))  # participant 4 dropped: its s^SK is rebuilt
+    signing = {i: r.parties[i]._sign.private for i in ids[:4]}
     responses = [r.parties[i].unmask(r.request) for i in ids[:4]]
-    seed = dataclasses.replace(
-        responses[1], seed_shares=((0, responses[1].seed_shares[0][1] ^ 1),) + responses[1].seed_shares[1:]
+    # Corrupted by the participants themselves (signed): what a signature cannot catch.
+    seed = signed_by(
+        signing[1],
+        dataclasses.replace(
+            responses[1],
+            seed_shares=((0, responses[1].seed_shares[0][1] ^ 1),) + responses[1].seed_shares[1:],
+        ),
     )
     fresh = Round(ids, k=2)  # the server object is spent by one attempt: replay the round's state
     fresh.server.__dict__.update({**r.server.__dict__, "step": "aggregate"})
     with pytest.raises(ProtocolError, match="do not lie on one polynomial"):
         fresh.server.aggregate_encoded([responses[0], seed, *responses[2:]])
-    key = dataclasses.replace(responses[2], key_shares=((4, responses[2].key_shares[0][1] ^ 1),))
+    key = signed_by(
+        signing[2], dataclasses.replace(responses[2], key_shares=((4, responses[2].key_shares[0][1] ^ 1),))
+    )
     with pytest.raises(ProtocolError, match="do not lie on one polynomial"):
         r.server.aggregate_encoded([*responses[:2], key, responses[3]])
 
@@ -566,14 +588,23 @@ def test_malformed_bytes_are_refused(cut):
 
 def test_well_formed_bytes_with_impossible_values_are_refused():
     bad_key = AdvertiseKeys.__new__(AdvertiseKeys)
-    for name, value in dict(participant=0, round=0, c_public=b"x" * 31, s_public=b"y" * 32).items():
+    for name, value in dict(
+        participant=0,
+        round=0,
+        c_public=b"x" * 31,
+        s_public=b"y" * 32,
+        sign_public=b"z" * 32,
+        seed_commitment=b"c" * 32,
+    ).items():
         object.__setattr__(bad_key, name, value)
     from uldp.crypto.channel import encode
 
     with pytest.raises(ProtocolError, match="not 32 bytes"):
         AdvertiseKeys.from_bytes(encode(bad_key))
     partial = MaskedInput.__new__(MaskedInput)
-    for name, value in dict(participant=0, round=0, session=b"s" * 16, masked=b"w" * 12).items():
+    for name, value in dict(
+        participant=0, round=0, session=b"s" * 16, masked=b"w" * 12, signature=b"g" * 64
+    ).items():
         object.__setattr__(partial, name, value)
     with pytest.raises(ProtocolError, match="not a whole number of 8-byte words"):
         MaskedInput.from_bytes(encode(partial))

@@ -16,9 +16,16 @@ from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, Envelope, Tampere
 from uldp.crypto.dh import generate_dh_keypair
 from uldp.crypto.encoding import Encoding
 from uldp.crypto.paillier import PrivateKey, PublicKey, generate_keypair
-from uldp.crypto.protocol import PaillierKeyMessage, ProtocolParams, Silo, setup, weighting_round
+from uldp.crypto.protocol import (
+    AggregationServer,
+    PaillierKeyMessage,
+    ProtocolParams,
+    Silo,
+    setup,
+    weighting_round,
+)
 from uldp.crypto.sealing import SealedBox
-from uldp.errors import UldpError
+from uldp.errors import ProtocolError, UldpError
 
 SMALL = Encoding(precision=1e-8, n_max=60, value_bound=100.0)
 SILOS, USERS, D = 3, 4, 3
@@ -258,6 +265,32 @@ def test_a_dropped_message_shows_as_out_of_order(keypair_512):
     fed.silos[0].masked_sum(weights[0], deltas[0], noise[0], workers=1)
     with pytest.raises(TamperedMessage, match="out of order"):
         fed.silos[1].masked_sum(later[1], deltas[1], noise[1], workers=1)
+
+
+def test_a_round_with_a_missing_masked_sum_is_a_protocol_error_naming_silo_and_round(keypair_512):
+    """Issue 32, item 4: a masked sum that never arrives (dropped in transit, a silo gone) stops the
+    round with a ProtocolError naming the silo and the round (it raised RuntimeError, exit 1)."""
+    fed, deltas, noise = federation(keypair_512)
+    weights = fed.server.encrypted_weights(3, np.ones(USERS, dtype=bool))
+    for silo in (0, 2):  # silo 1's masked sum is lost
+        fed.server.receive_masked_sum(fed.silos[silo].masked_sum(weights[silo], deltas[silo], noise[silo]))
+    with pytest.raises(
+        ProtocolError, match=r"^round 3: no masked sum from silo\(s\) \[1\]; .*nothing is decrypted"
+    ):
+        fed.server.aggregate(3)
+    with pytest.raises(ProtocolError, match="round 4 was not opened by the server"):
+        fed.server.aggregate(4)
+
+
+def test_a_step_whose_message_never_came_is_a_protocol_error(keypair_512):
+    """The setup steps that need every silo's message say which silo's is missing (item 4)."""
+    server = AggregationServer(params(512), keypair_512)
+    with pytest.raises(ProtocolError, match=r"setup \(b\): no DH public key from silo\(s\) \[0, 1, 2\]"):
+        server.broadcast_dh_keys()
+    with pytest.raises(ProtocolError, match=r"setup \(e\): no blinded histogram from silo\(s\) \[0, 1, 2\]"):
+        server.compute_inverses()
+    with pytest.raises(ProtocolError, match=r"round 0: setup \(f\) has not run"):
+        server.encrypted_weights(0, np.ones(USERS, dtype=bool))
 
 
 def test_a_message_re_addressed_to_another_silo_is_detected(keypair_512):

@@ -509,3 +509,24 @@ def test_restore_of_a_malformed_state_is_a_protocol_error(data, expected):
     with pytest.raises(ProtocolError, match=expected) as error:
         Silo.restore(data() if callable(data) else data, params())
     assert "\n" not in str(error.value)
+
+
+def test_a_restored_state_without_the_sealing_key_refuses_the_seed_as_a_protocol_error(keypair_1024):
+    """Issue 32, item 4: a state whose sealing key of silo 0 is gone (mutated, or a channel restored
+    without it) raised KeyError at the sealed seed, "internal error"; it is a ProtocolError."""
+    counts, _ = inputs()
+    p = params()
+    server = AggregationServer(p, keypair_1024)
+    silos = [Silo(s, counts[s], p, server_key=server.dh_public) for s in range(SILOS)]
+    for silo in silos:
+        server.receive_dh_key(silo.dh_key())
+    for silo, envelope in zip(silos, server.paillier_key()):
+        silo.receive_paillier_key(envelope)
+    for silo, envelope in zip(silos, server.broadcast_dh_keys()):
+        silo.receive_dh_keys(envelope)
+    sealed = silos[SEED_OWNER].sealed_seeds()[0]  # for silo 1
+    silo = Silo.restore(replace_state(silos[1].export_state(), seal_keys=()), p)
+    with pytest.raises(
+        ProtocolError, match=r"^silo 1: a sealed seed before the DH key broadcast \(setup \(b\)\)$"
+    ):
+        silo.receive_sealed_seed(server.relay(sealed))

@@ -1,7 +1,9 @@
 """examples/flower/, run as a user would: a loopback SuperLink (TLS, SuperNode authentication)
 with one SuperNode per data file runs uldp's apps on the heart-disease hospitals (and equals the
-same run in process), or the toy app; afterwards, whether it ended normally or was stopped by
-Ctrl-C, no process it started is left and its temporary directory is gone.
+same run in process), or the toy app; afterwards, whether it ended normally, was stopped by
+Ctrl-C or lost a SuperNode (killed after round 1: one `Error:` line naming it and Flower's
+reason, round 1 kept and resumable), no process it started is left and its temporary directory
+is gone.
 
 Each deployment takes 30-60 s on a small machine (three Python services start, and every
 message starts a fresh flwr-clientapp process): hence `slow`.
@@ -166,3 +168,76 @@ def test_a_missing_data_file_is_one_error_line_and_status_2(tmp_path: Path) -> N
     )
     assert "Traceback" not in proc.stderr
     assert_all_gone(tag, tmp_path)
+
+
+def _kill_supernode(tag: str, partition: int) -> None:
+    """SIGKILL the process group of the SuperNode started with partition-id=`partition` (its
+    own session: federation.py starts each so), as when its machine dies."""
+    for line in tagged_processes(tag):
+        pid, command = line.split(" ", 1)
+        if "flower-supernode" in command and f"partition-id={partition} " in command:
+            os.killpg(int(pid), signal.SIGKILL)
+            return
+    raise AssertionError(f"no SuperNode with partition-id={partition}: {tagged_processes(tag)}")
+
+
+@pytest.mark.slow
+def test_a_supernode_that_dies_is_named_with_flowers_reason_and_round_1_stays_resumable(
+    tmp_path: Path,
+) -> None:
+    """Issue 32: one SuperNode killed after round 1 ended, a minute later, with "silo 1 did not
+    answer within 600 s", Click's usage lines and a Flower traceback. The SuperLink answers for
+    the dead node (NODE_UNAVAILABLE, after two missed heartbeats: up to 60 s); the run now ends
+    with one `Error:` line naming the silo, its node and that reason, and round 1's metrics and
+    checkpoint are left as they were, to resume from."""
+    from uldp.trainers.data import load_dataset
+    from uldp.trainers.flower.partitions import write_partitions
+
+    env, tag = harness_env(tmp_path)
+    metrics, checkpoint = tmp_path / "run.jsonl", tmp_path / "checkpoint"
+    settings = "--algo uldp-avg --dataset heart-disease --users 200 --seed 0 --rounds 3"
+    train_args = f"{settings} --metrics {metrics} --checkpoint {checkpoint}"
+    files = write_partitions(load_dataset("heart-disease", users=200, seed=0), tmp_path / "silos")
+    command = [sys.executable, str(HARNESS), "--app", str(HEART.parent / "uldp_app")]
+    command += ["--run-config", f"train-args='{train_args}'"]
+    for path in files:
+        command += ["--data-file", str(path)]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    round_1 = threading.Event()
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "round 1/3" in line:
+                round_1.set()
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        assert round_1.wait(timeout=400), "".join(lines)
+        _kill_supernode(tag, 1)
+        assert proc.wait(timeout=400) == 1, "".join(lines)  # federation.py: the run failed
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    reader.join(timeout=10)
+    output = "".join(lines)
+    errors = [line for line in lines if line.startswith("Error:")]
+    assert len(errors) == 1, output
+    assert errors[0].startswith("Error: silo 1 (SuperNode "), output
+    assert "failed in round 2: NODE_UNAVAILABLE (Flower error code 5): Node Unavailable" in errors[0]
+    assert "did not answer" not in output and "Usage:" not in output and "Traceback" not in output
+    assert_all_gone(tag, tmp_path)
+    # Round 1 as written, and resumable (in process: the same algorithm and data, fresh noise).
+    rows = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [row["round"] for row in rows] == [1]
+    resumed = CliRunner().invoke(
+        cli,
+        ["train", *settings.split(), "--metrics", str(metrics), "--checkpoint", str(checkpoint), "--resume"],
+    )
+    assert resumed.exit_code == 0, resumed.output
+    after = [json.loads(line) for line in metrics.read_text().splitlines()]
+    assert [row["round"] for row in after] == [1, 2, 3] and after[0] == rows[0]

@@ -64,8 +64,9 @@ def test_higradavgdp_subject_moves_the_sum_by_at_most_c(seed, rows, d, subjects,
 
 
 def test_dp_sgd_sum_moves_by_m_c_so_subject_sensitivity_is_m_c():
-    # The plain sum (LocalItemDP, LocalGroupDP) moves by up to m C for a subject with m items:
-    # the sensitivity the subject-level accounting gives them (accountants.horizontal).
+    # The plain sum (LocalItemDP, LocalGroupDP) moves by up to m C for a subject with m items, B C
+    # when B of them are drawn: the Binomial(m, q) mixture the subject-level accounting gives them
+    # (accountants.horizontal.MixturePart, issue 32).
     flat = torch.ones(5, 3, dtype=torch.float64) * 10.0
     owners = np.array([7, 7, 7, 1, 2])
     moved = item_signal(flat, 1.0) - item_signal(flat[3:], 1.0)

@@ -96,7 +96,7 @@ class DropoutRobust(BaseAlgorithm):
         sampled = sample_users(ctx.n_silos, cfg.user_q, rng)  # line 11: U^t, participants at rate q
         if cfg.dropout_schedule is not None:
             if self.schedule is None:
-                self.schedule = read_schedule(cfg.dropout_schedule, ctx.n_silos)
+                self.schedule = read_schedule(cfg.dropout_schedule, ctx.n_silos, cfg.rounds)
             drops = np.where(sampled, self.schedule.of_round(round, ctx.n_silos), 0).astype(np.int8)
         else:
             drops = draw_dropouts(sampled, cfg.dropout, cfg.dropout_at, rng)
@@ -387,6 +387,10 @@ class DropoutRobust(BaseAlgorithm):
             )
         else:
             dropouts = "none simulated"
+        # at q = 1 every round is a plain Gaussian: `spent` prints their exact composition
+        accounting = (
+            "exact Gaussian composition" if cfg.user_q >= 1 else "RDP accountant, improved conversion"
+        )
         out = {
             "algorithm": (
                 f"{NAME}: Baek et al. 2021, {algorithm}; the {n_silos} silos are the participants, "
@@ -414,7 +418,7 @@ class DropoutRobust(BaseAlgorithm):
                 "is a dropout too; each round's realised weight sums (n, n', public) are accounted"
             ),
             "epsilon": (
-                f"participant level, RDP accountant, improved conversion, delta = {cfg.delta:g}, from the "
+                f"participant level, {accounting}, delta = {cfg.delta:g}, from the "
                 "rounds actually released (accountants/dropout_run.py, the algebra of `uldp dropout`): "
                 "epsilon (model): each released round one Poisson-subsampled Gaussian at rate q with its "
                 "own multiplier; epsilon (server): known participation (it draws the sample), "
@@ -424,9 +428,16 @@ class DropoutRobust(BaseAlgorithm):
                     else "reading each participant's message M_i = w_i Delta_i + e_i alone (no secure "
                     "aggregation: --secure hides them), the heaviest participant's figure"
                 )
-                + "; rounds that released nothing add nothing; orders: the 375 default orders, refined "
-                "over real orders while the rounds have at most 4 distinct multipliers (beyond, the "
-                "grid's bound: accountants/dropout_run.py); an upper bound after each round"
+                + "; rounds that released nothing add nothing; "
+                + (
+                    "user-q = 1: every round is a plain Gaussian, so both figures are the exact epsilon "
+                    "of their composition (mu-GDP, mu = sqrt(sum_t 1/m_t^2), Balle & Wang 2018 Thm. 8; "
+                    "accountants/gaussian.py), below the RDP accountant's"
+                    if cfg.user_q >= 1
+                    else "orders: the 375 default orders, refined over real orders while the rounds have "
+                    "at most 4 distinct multipliers (beyond, the grid's bound: accountants/dropout_run.py)"
+                )
+                + "; an upper bound after each round"
             ),
         }
         if cfg.secure:

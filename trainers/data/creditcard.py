@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from uldp.errors import DataError
+from uldp.input_files import CAPS, check_input
 
 from .records import Records
 
@@ -31,6 +32,7 @@ def read(path: str | Path) -> Records:
     path = Path(path)
     if not path.is_file():
         raise DataError(f"--path: no file at {path}")
+    check_input(path, "--path", cap=CAPS["table"])
     try:
         import pandas as pd
     except ModuleNotFoundError:

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from uldp.errors import DataError
+from uldp.input_files import CAPS, check_input
 
 from .builtin import check_count, check_fraction
 from .federated import TASKS, FederatedData
@@ -27,6 +28,7 @@ def read_frame(path: str | Path):
     path = Path(path)
     if not path.is_file():
         raise DataError(f"--path: no file at {path}")
+    check_input(path, "--path", cap=CAPS["table"])  # not read into memory past its cap
     name = path.name.lower()
     try:
         import pandas as pd

@@ -9,11 +9,14 @@ send each silo its `silo_state`; under --secure, run Protocol 1's setup as messa
 (protocol1.py). Each round (`updates`): the global model and the plan to every silo, their
 messages back, each checked (`records.read_reply`).
 
-Faults: a silo that does not answer within `timeout`, or answers with an error, stops the run
-with `SiloFailed` naming the silo(s) and the round: every algorithm here calibrates each silo's
-noise share to |S| silos (and Protocol 1's masks cancel only when all silos answer), so a round
-without a silo would release less noise than the accountant counts. Nothing of the round is
-kept; the checkpoint holds the previous round, to resume from.
+Faults: a silo that does not answer within `timeout`, or answers with an error (its ClientApp
+raised or crashed, or its SuperNode went offline: the SuperLink's NODE_UNAVAILABLE reply), stops
+the run with `SiloFailed` naming the silo(s), their SuperNodes, the round and Flower's reason:
+every algorithm here calibrates each silo's noise share to |S| silos (and Protocol 1's masks
+cancel only when all silos answer), so a round without a silo would release less noise than the
+accountant counts. Nothing of the round is kept; the checkpoint holds the previous round, to
+resume from. Replies are matched to the messages sent by the id they answer, never by their
+source: the SuperLink answers for an offline node from its own node id.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from flwr.app import ConfigRecord, Message, RecordDict
+from flwr.common.constant import ErrorCode
 
 from uldp.errors import ProtocolError
 
@@ -235,8 +239,9 @@ class FlowerSilos:
         cfg: TrainConfig,
     ) -> dict[int, dict[str, np.ndarray]]:
         """Phase `name` of round `round` at the silos `payloads` names; a silo that does not answer
-        within the round's timeout is left out (to a phased algorithm, a dropout); one that fails
-        or refuses stops the run (`SiloFailed`), as in a round."""
+        within the round's timeout, or whose SuperNode went offline, is left out (to a phased
+        algorithm, a dropout); one that fails or refuses stops the run (`SiloFailed`), as in a
+        round."""
         contents = {
             s: RecordDict(
                 {
@@ -271,22 +276,38 @@ class FlowerSilos:
         return out
 
     # --- messaging ---
-    def _send_and_receive(self, messages: list[Message], timeout: float) -> dict[int, Message]:
+    def _send_and_receive(
+        self, messages: list[Message], timeout: float
+    ) -> tuple[dict[int, Message], list[int]]:
         """Grid.send_and_receive, but polling every PULL_INTERVAL s (Flower's HTTP grid waits 3 s
         between pulls, which a deployment would pay in every exchange) and stopping, with
-        KeyboardInterrupt, when `should_stop` says so (Ctrl-C while a simulation runs)."""
-        pending = set(self.grid.push_messages(messages))
+        KeyboardInterrupt, when `should_stop` says so (Ctrl-C while a simulation runs).
+
+        Returns the replies by the node each message went to, and the nodes whose message the
+        SuperLink did not take."""
+        # A reply is filed under the node its question went to, found by the id it answers
+        # (`reply_to_message_id`), never by its `src_node_id`: the SuperLink answers for a node
+        # that went offline itself (ErrorCode.NODE_UNAVAILABLE), from its own node id, so filing
+        # by source lost the node and the reason ("did not answer") of a dead SuperNode.
+        destinations = [message.metadata.dst_node_id for message in messages]
+        ids = list(self.grid.push_messages(messages))
+        # Flower returns one id per message, in order, None where the push failed.
+        sent = {id: node for id, node in zip(ids, destinations) if id}
+        unsent = [node for id, node in zip(ids, destinations) if not id] + destinations[len(ids) :]
+        pending = set(sent)
         deadline = time.monotonic() + timeout
         replies: dict[int, Message] = {}
         while pending and time.monotonic() < deadline:
             if self.should_stop():
                 raise KeyboardInterrupt
             for reply in self.grid.pull_messages(pending):
-                replies[reply.metadata.src_node_id] = reply
-                pending.discard(reply.metadata.reply_to_message_id)
+                answered = reply.metadata.reply_to_message_id
+                if answered in pending:  # not a stale reply to an earlier exchange
+                    replies[sent[answered]] = reply
+                    pending.discard(answered)
             if pending:
                 time.sleep(PULL_INTERVAL)
-        return replies
+        return replies, unsent
 
     def _wait_for_nodes(self) -> list[int]:
         deadline = time.monotonic() + CONNECT_TIMEOUT
@@ -320,16 +341,30 @@ class FlowerSilos:
         by the same key; `SiloFailed` naming who did not answer (unless `missing_ok`: then they
         are left out) or answered with an error."""
         targets = contents if by_node else {self.nodes[s]: c for s, c in contents.items()}
-        name_of = {node: f"SuperNode {node}" for node in targets} if by_node else {}
         key_of = {node: node for node in targets} if by_node else {self.nodes[s]: s for s in contents}
-        name_of = name_of or {node: f"silo {s}" for node, s in key_of.items()}
+        # In setup a node has not yet said which silo it is; afterwards both, so that an operator
+        # can find the SuperNode (`flwr supernode ls`) of the silo that failed.
+        name_of = {
+            node: f"SuperNode {node}" if by_node else f"silo {key_of[node]} (SuperNode {node})"
+            for node in targets
+        }
         group = str(round)
         messages = [
             Message(content, dst_node_id=node, message_type=message_type, group_id=group)
             for node, content in targets.items()
         ]
         timeout = self.setup_timeout if round == 0 else self.timeout
-        replies = self._send_and_receive(messages, timeout)
+        replies, unsent = self._send_and_receive(messages, timeout)
+        if unsent:
+            raise records.SiloFailed(
+                [name_of[node] for node in unsent],
+                round,
+                "could not be reached (the SuperLink refused the message)",
+            )
+        if missing_ok:
+            # To a phased (dropout-robust) algorithm a SuperNode that went offline is a dropout,
+            # as one that stays silent: the SuperLink's NODE_UNAVAILABLE reply says just that.
+            replies = {node: reply for node, reply in replies.items() if not _unavailable(reply)}
         missing = [name_of[node] for node in targets if node not in replies]
         if missing and not missing_ok:
             raise records.SiloFailed(
@@ -340,8 +375,8 @@ class FlowerSilos:
         refused: dict[str, str] = {}
         for node in sorted((n for n in targets if n in replies), key=lambda n: key_of[n]):
             reply, who = replies[node], key_of[node]
-            if reply.has_error():  # the ClientApp raised, or its worker process died
-                failed[name_of[node]] = _short(" ".join(str(reply.error.reason).split()))
+            if reply.has_error():  # the ClientApp raised, its worker died, or its node went offline
+                failed[name_of[node]] = _flower_error(reply.error)
                 continue
             content = reply.content
             error: Any = content.get("error")
@@ -353,6 +388,22 @@ class FlowerSilos:
             if problems:
                 raise records.SiloFailed(list(problems), round, what, next(iter(problems.values())))
         return out
+
+
+def _unavailable(reply: Message) -> bool:
+    """The SuperLink's answer for a node that stopped sending heartbeats (Flower 1.41:
+    `linkstate.utils.create_message_error_unavailable_res_message`, from the SuperLink's own
+    node id)."""
+    return reply.has_error() and reply.error.code == ErrorCode.NODE_UNAVAILABLE
+
+
+def _flower_error(error: Any) -> str:
+    """A Flower error reply as one line: its code by name and number, then its reason, cut short."""
+    names = {value: name for name, value in vars(ErrorCode).items() if isinstance(value, int)}
+    reason = " ".join(str(error.reason or "").split())
+    reason = reason.removeprefix("Error: ")  # the SuperLink's reasons begin so; ours is `Error:` already
+    code = f"{names.get(error.code, 'error')} (Flower error code {error.code})"
+    return f"{code}: {_short(reason)}" if reason else code
 
 
 def _short(reason: str, limit: int = 200) -> str:

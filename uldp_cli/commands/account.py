@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
 from uldp.accountants.account import GROUP_ACCOUNTING, GROUP_METHODS, Guarantee, account_plan
@@ -15,13 +17,23 @@ from ..accounting_options import (
     build_plan,
     check_group_sizes,
     expand_methods,
+    may_read_rdp,
     method_labels,
     plan_reads,
+    refuse_unread_rdp_options,
     refuse_unused,
 )
 from ..config import config_option
 from ..errors import library_errors
-from ..options import COUNT_MAX, NoiseMultiplier, OutputFile, PositiveInt, Probability, format_option
+from ..options import (
+    COUNT_MAX,
+    NoiseMultiplier,
+    OutputFile,
+    PositiveInt,
+    Probability,
+    format_option,
+    zero_epsilon_note,
+)
 from ..progress import status
 from ..render import emit
 
@@ -108,6 +120,8 @@ def command(
         )
         for a in (algos or [None])
     ]
+    # Before the work (a PLD group bound takes seconds): an RDP bound can come only from these.
+    refuse_unread_rdp_options(click.get_current_context(), may_read_rdp(plans, accountants, ks, methods))
     with library_errors(), status(fmt) as update:
         results = account(
             plans,
@@ -119,6 +133,12 @@ def command(
             orders=orders,
             progress=update,
         )
+    # And after it, from what each number says it is: the exact answer.
+    refuse_unread_rdp_options(
+        click.get_current_context(),
+        any(r.conversion is not None for r in results),
+    )
+    results = [_noted(r) for r in results]
     rows = [_row(r) for r in results]
     used = list(dict.fromkeys([*accountants, *(r.accountant for r in results)]))
     assumptions = accounting_assumptions(
@@ -129,6 +149,8 @@ def command(
     if fmt == "csv":  # scripts get the numeric fields, not the table's labels
         rows, columns = document["results"], [(key, key) for key in CSV_FIELDS]
     notes = _notes(results)
+    if any(r.epsilon == 0 for r in results):
+        notes.append(zero_epsilon_note(delta))
     if plot is not None:
         title = f"delta = {delta:g}; " + "; ".join(
             f"{plan.algorithm}: {plan.assumptions.get('mechanism', '')}"
@@ -146,6 +168,12 @@ def command(
 def account(plans: list[Plan], **options) -> list[Guarantee]:
     """Every plan's guarantees (`account_plan`), in the order of the plans."""
     return [g for plan in plans for g in account_plan(plan, **options)]
+
+
+def _noted(r: Guarantee) -> Guarantee:
+    """`r`, with a note saying what an epsilon of 0 means unless it already has one (the
+    notes below the table say more: `zero_epsilon_note`)."""
+    return r if r.epsilon != 0 or r.note else replace(r, note="0: delta is that large (see the notes)")
 
 
 def _bound_label(r: Guarantee) -> str:

@@ -23,6 +23,7 @@ from ..accounting_options import (
     build_plan,
     check_group_sizes,
     plan_reads,
+    refuse_unread_rdp_options,
     refuse_unused,
 )
 from ..config import config_option
@@ -35,6 +36,7 @@ from ..options import (
     PositiveInt,
     Probability,
     format_option,
+    zero_epsilon_note,
 )
 from ..progress import status
 from ..render import emit
@@ -140,6 +142,11 @@ def command(
             "that samples users (not uldp-group) with --user-q < 1, or leave --view at model",
             param_hint="'--view'",
         )
+
+    # An RDP bound gives the number with the RDP accountant, a group bound by Lemma 5 or 6, and
+    # the server's view of user sampling (accountants/participation.py).
+    reads_rdp = accountant == "rdp" or (effective_k > 1 and method != "pld") or sampled
+    refuse_unread_rdp_options(click.get_current_context(), reads_rdp)
 
     def epsilons(s: float, t: int, accountant: str = accountant, method: str = method) -> dict[str, float]:
         """{view: epsilon} of the run: the model's, and with user sampling the server's."""
@@ -258,6 +265,8 @@ def command(
             "epsilon is printed next to it"
         )
     notes = [f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"]
+    if found.epsilon == 0 or 0 in final_views.values():
+        notes.append(zero_epsilon_note(delta))
     if sampled and view == "model" and final_views["server"] > budget:
         notes.append(
             f"the server, which draws the user sample, sees epsilon {final_views['server']:.4g} > "

@@ -12,6 +12,7 @@ from uldp.accountants.dropout_assumptions import dropout_assumptions
 from uldp.accountants.dropout_report import dropout_report
 from uldp.errors import UldpError
 
+from ..accounting_options import refuse_unread_rdp_options
 from ..aliases import AliasedOption
 from ..config import config_option
 from ..dropout_plot import draw_dropout_plot
@@ -27,6 +28,7 @@ from ..options import (
     Probability,
     comma_list_option,
     format_option,
+    zero_epsilon_note,
 )
 from ..progress import status
 from ..render import emit
@@ -206,6 +208,8 @@ def command(
         scenarios = {r: _scenario(r, participants, examples, n_max, n0) for r in dropouts}
     if coalition is not None:
         _check_coalition(coalition, scenarios, participants, examples)
+    # --paper brings its own conversion and orders (PAPER_ACCOUNTING): only ours reads the user's.
+    refuse_unread_rdp_options(click.get_current_context(), accountant == "rdp")
     ours = {"accountant": accountant, "conversion": conversion, "orders": orders}
     with library_errors(), status(fmt) as update:
         results, limits = dropout_report(
@@ -241,6 +245,8 @@ def command(
         coalition=coalition,
     ).as_dict()
     notes = _notes(scenarios, n0)
+    if any(value == 0 for row in results for key, value in row.items() if key.endswith("epsilon")):
+        notes.append(zero_epsilon_note(delta))
     if plot is not None:
         notes.append(f"plot written to {plot}")
     document = {
@@ -259,7 +265,7 @@ def command(
         emit(
             "uldp dropout",
             [(k, k) for k in CSV_FIELDS],
-            _csv_rows(results, limits, paper, ours, coalition),
+            _csv_rows(results, limits, paper, ours, coalition, exact=q >= 1),
             fmt,
         )
 
@@ -272,7 +278,7 @@ def _plot(path, z, q, delta, scenarios, rounds, budgets, limits, ours) -> None:
     else:
         reached = [e["max_rounds"] for e in limits if e["max_rounds"]]
         largest = max(10, int(1.5 * max(reached))) if reached else 10
-    label = accounting_label(**ours)
+    label = "exact Gaussian (q = 1)" if q >= 1 else accounting_label(**ours)
     title = f"uldp dropout: sigma = {z:g}, user-q = {q:g}, delta = {delta:g}; {label}"
     draw_dropout_plot(
         path,
@@ -385,7 +391,9 @@ def _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptio
     )
 
 
-def _csv_rows(results, limits, paper, ours, coalition) -> list[dict]:
+def _csv_rows(results, limits, paper, ours, coalition, *, exact: bool = False) -> list[dict]:
+    """`exact`: q = 1, where our figures are the exact Gaussian composition, not the accountant's."""
+    label = "exact gaussian (q = 1)" if exact else accounting_label(**ours)
     rows = []
     views = [("ours", "released"), ("ours", "server")]
     if coalition is not None:
@@ -403,7 +411,7 @@ def _csv_rows(results, limits, paper, ours, coalition) -> list[dict]:
                     "dropout": e["dropout"],
                     "calibrated": e["calibrated"],
                     "view": view,
-                    "accounting": "paper" if which == "paper" else accounting_label(**ours),
+                    "accounting": "paper" if which == "paper" else label,
                     "multiplier": e[multiplier],
                 }
                 if kind == "epsilon":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -29,7 +30,9 @@ from ..accounting_options import (
     expand_methods,
     group_methods_option,
     k_list_option,
+    may_read_rdp,
     plan_reads,
+    refuse_unread_rdp_options,
     refuse_unused,
 )
 from ..accounting_options import orders_option as orders_opt
@@ -40,9 +43,11 @@ from ..options import (
     COUNT_MAX,
     NoiseMultiplier,
     OutputFile,
+    PositiveFloat,
     PositiveInt,
     Probability,
     delta_option,
+    zero_epsilon_note,
 )
 from ..progress import status
 from ..report_render import REPORT_FORMATS, draw_roc_plot, render_markdown, render_table
@@ -97,7 +102,8 @@ def _sources(run, opacus, dataset_size, sigma) -> str:
 )
 @click.option(
     "--epochs",
-    type=click.FloatRange(min=0, min_open=True, max=EPOCHS_MAX),
+    # PositiveFloat, not click.FloatRange: it refuses subnormals such as 5e-324 (issue 32).
+    type=PositiveFloat(EPOCHS_MAX),
     default=None,
     help=f"DP-SGD epochs over --dataset-size, in (0, {EPOCHS_MAX:.0e}].",
 )
@@ -106,6 +112,12 @@ def _sources(run, opacus, dataset_size, sigma) -> str:
     type=PositiveInt(K_MAX),
     default=None,
     help=f"Most records one person has (DP-SGD, --opacus): user level as that group, in [1, {K_MAX}].",
+)
+@click.option(
+    "--microbatching/--no-microbatching",
+    default=None,
+    help="DP-SGD: microbatches of several records (TF-Privacy's used_microbatching, its default: "
+    "the noise multiplier is halved) or one record each (Opacus). Default: --microbatching.",
 )
 @delta_option
 @k_list_option(f"Group sizes to state (repeat or comma list), each in [1, {K_MAX}]; 1 = one record.")
@@ -151,6 +163,7 @@ def command(
     dataset_size,
     epochs,
     max_examples_per_user,
+    microbatching,
     delta,
     ks,
     methods,
@@ -190,10 +203,11 @@ def command(
         raise click.BadParameter(
             "applies to a DP-SGD description or --opacus", param_hint="'--max-examples-per-user'"
         )
-    if source != "dp-sgd" and epochs is not None:
-        raise click.BadParameter(
-            "describes a DP-SGD run: give it with --dataset-size", param_hint="'--epochs'"
-        )
+    for flag, value in (("--epochs", epochs), ("--microbatching", microbatching)):
+        if source != "dp-sgd" and value is not None:
+            raise click.BadParameter(
+                "describes a DP-SGD run: give it with --dataset-size", param_hint=f"'{flag}'"
+            )
     how = Accounting(delta, tuple(ks), tuple(accountants), tuple(methods), conversion, orders)
     with library_errors():
         plan = None
@@ -212,12 +226,21 @@ def command(
             description = _dp_sgd_description(
                 sigma, dataset_size, flags["batch_size"], epochs, max_examples_per_user, q, steps, algo
             )
+            # TF-Privacy's default: halving the multiplier is the safe side when unsaid.
+            description = replace(description, used_microbatching=microbatching is not False)
             plan = Plan("mechanism", description.mechanism(), None)
         elif source == "opacus":
             plan = _opacus_plan(opacus, max_examples_per_user)
         if dp_event:
-            click.echo(json.dumps(_dp_event_document(plan, run), indent=2))
+            also = description.once_per_epoch_claims() if source == "dp-sgd" else []
+            document = _dp_event_document(plan, run, ks, max_examples_per_user, also)
+            click.echo(json.dumps(document, indent=2))
             return
+        if plan is not None:  # before the work; a run's history is checked by its claims below
+            user_k = [max_examples_per_user] if max_examples_per_user else []
+            refuse_unread_rdp_options(
+                click.get_current_context(), may_read_rdp([plan], accountants, [*ks, *user_k], methods)
+            )
         with status(fmt, "accounting") as update:
             if source == "run":
                 from uldp.trainers.run_record import read_run
@@ -241,6 +264,13 @@ def command(
                 statement.settings = _settings(
                     source, plan, dataset_size, flags["batch_size"], epochs, max_examples_per_user
                 )
+                if source == "dp-sgd":
+                    statement.settings["used_microbatching"] = description.used_microbatching
+    refuse_unread_rdp_options(
+        click.get_current_context(), any(b.conversion is not None for c in statement.claims for b in c.bounds)
+    )
+    if any(c.best.epsilon == 0 for c in statement.claims):
+        statement.caveats.append(zero_epsilon_note(statement.delta))
     _render(statement, fmt, out)
     if plot is not None:
         draw_roc_plot(plot, statement)
@@ -328,8 +358,9 @@ def _settings(source, plan: Plan, dataset_size, batch_size, epochs, max_examples
     return out
 
 
-def _dp_event_document(plan: Plan | None, run: Path | None) -> dict:
-    """The mechanism as dp-accounting DpEvents, with how to re-account it."""
+def _dp_event_document(plan: Plan | None, run: Path | None, ks, user_k, also: list[str]) -> dict:
+    """The mechanism as dp-accounting DpEvents, with how to re-account it and the claims of the
+    statement it leaves out (the groups of --k, --max-examples-per-user, the once-per-epoch lines)."""
     from uldp.accountants.dp_events import dp_event_document
 
     if plan is None:
@@ -338,4 +369,4 @@ def _dp_event_document(plan: Plan | None, run: Path | None) -> dict:
 
         assert run is not None  # no plan: the source is a run
         plan = run_plan(read_run(run))
-    return dp_event_document(plan)
+    return dp_event_document(plan, group_sizes=ks, user_k=user_k, also_stated=also)

@@ -12,11 +12,14 @@ from uldp.accountants.assumptions import accounting_label
 from uldp.accountants.horizontal import (
     ACCOUNTANTS,
     MECHANISMS,
+    SUMMED,
     FederationRun,
     SubjectGuarantee,
     SubjectReport,
     account_subjects,
-    subject_guarantee,
+    composed_epsilon,
+    federation_composition,
+    local_composition,
     subject_sensitivity,
     user_ldp_epsilon,
 )
@@ -110,7 +113,7 @@ ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
     show_default=True,
     help="Subject-level algorithm whose mechanism every row accounts (Marathe & Kanani §3): "
     "higradavgdp (a subject moves a mini-batch by C), userldp (2C; adds its user-level LDP), "
-    "localgroupdp or localitemdp (per-item clipping: m C for m items at a member).",
+    "localgroupdp or localitemdp (per-item clipping: B C, B ~ Binomial(m, q) of m items at a member).",
 )
 @click.option(
     "--epsilon",
@@ -291,6 +294,7 @@ def command(
         },
         "group_noise": noise,
         "results": rows,
+        "cross_check": _cross_check(report),
     }
     if named:
         document["worst_subject"] = report.worst_subject
@@ -358,8 +362,11 @@ def _plot(
     holding_of = {local_label: local_holding, federation_label: worst.holding}
 
     def epsilon(rounds: int, label: str) -> float:
-        g = subject_guarantee(run.with_rounds(rounds), holding_of[label], delta, **accounting)
-        return g.local_epsilon if label == local_label else g.federation_epsilon
+        # Only the figure drawn: not the other one, nor LocalItemDP's cross-check.
+        compose = local_composition if label == local_label else federation_composition
+        return composed_epsilon(
+            compose(run.with_rounds(rounds), holding_of[label]), run.sigma, delta, **accounting
+        )
 
     limits = report.limits
     largest = int(1.5 * run.rounds) + 1  # past R, so that R's marks and label stay inside
@@ -419,7 +426,7 @@ def _holdings(
         )
     if holdings is not None:
         with library_errors():
-            found = read_holdings(holdings)
+            found = read_holdings(holdings, n_members)
         members = {len(h) for h in found.values()}
         if max(members) > n_members:
             raise click.BadParameter(
@@ -514,12 +521,31 @@ def _rows(run: FederationRun, report: SubjectReport, named: bool, ldp: float | N
 
 
 def _subject_entry(name: str, g: SubjectGuarantee) -> dict:
-    return {
+    entry = {
         "subject": name,
         "members": len(g.holding),
         "max_items": max(g.holding),
         "local_epsilon": g.local_epsilon,
         "federation_epsilon": g.federation_epsilon,
+    }
+    if g.local_cross_check is not None:
+        entry |= {
+            "local_cross_check": g.local_cross_check,
+            "federation_cross_check": g.federation_cross_check,
+        }
+    return entry
+
+
+def _cross_check(report: SubjectReport) -> dict | None:
+    """LocalGroupDP and LocalItemDP with m > 1 items at a holder: the figures of the local and the
+    worst subject by the sensitivity-m bound (never below the mixture's); None otherwise."""
+    local, worst = report.subjects[report.local_subject], report.worst
+    if local.local_cross_check is None and worst.federation_cross_check is None:
+        return None
+    return {
+        "bound": "multiplier sigma / m at rate 1 - (1 - q)^m (an m C shift whichever items are drawn)",
+        "local_epsilon": local.local_cross_check,
+        "federation_epsilon": worst.federation_cross_check,
     }
 
 
@@ -554,8 +580,17 @@ def _notes(run: FederationRun, report: SubjectReport, named: bool) -> list[str]:
             if sensitivity == 1
             else f", and {ALGORITHM_NAMES[run.mechanism]}'s mini-batch moves by up to "
             f"{sensitivity:g} C (multiplier sigma / {sensitivity:g})"
+            if run.mechanism not in SUMMED
+            else f"; {ALGORITHM_NAMES[run.mechanism]} draws each item on its own, so a mini-batch moves "
+            f"by B C, B ~ Binomial({busiest}, q), accounted as that mixture"
         ),
     ]
+    check = _cross_check(report)
+    if check is not None:
+        notes.append(
+            f"cross-check, the sensitivity-m bound ({check['bound']}): local "
+            f"{check['local_epsilon']:.4g}, federation {check['federation_epsilon']:.4g}"
+        )
     short = [g.z for g in report.group_noise if g.z < busiest]
     if short:
         notes.append(

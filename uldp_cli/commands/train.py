@@ -828,6 +828,13 @@ def _check_inputs(
         raise click.UsageError("--resume needs --checkpoint DIR")
     if resume and overwrite:
         raise click.UsageError("--resume continues the checkpoint, --overwrite replaces it: give one")
+    if resume and not (Path(checkpoint_dir) / CHECKPOINT_FILE).exists():
+        # Starting afresh instead would hide a wrong folder, a lost checkpoint or a typo (issue 32).
+        raise click.BadParameter(
+            f"{checkpoint_dir} holds no checkpoint ({CHECKPOINT_FILE}) to continue; drop --resume "
+            "to start a fresh run",
+            param_hint="'--resume'",
+        )
     if test_keys and not secure:
         raise click.UsageError("--test-keys only applies with --secure")
     if engine == "flower" and device != "cpu":
