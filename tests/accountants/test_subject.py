@@ -355,14 +355,15 @@ def test_user_ldp_is_the_unsampled_gaussian_at_half_the_multiplier(rounds, steps
         user_ldp_epsilon(replace(run, mechanism="higradavgdp"), DELTA)
 
 
+#: Holdings of a few subjects over five members: each subject's item counts at the members holding it.
+HOLDINGS = st.dictionaries(
+    st.sampled_from("abcdefg"), st.lists(st.integers(1, 4), min_size=1, max_size=5), min_size=1, max_size=5
+)
+
+
 @settings(max_examples=25, deadline=None)
 @given(
-    st.dictionaries(
-        st.sampled_from("abcdefg"),
-        st.lists(st.integers(1, 4), min_size=1, max_size=5),
-        min_size=1,
-        max_size=5,
-    ),
+    HOLDINGS,
     st.integers(1, 5),
     st.integers(1, 60),
     st.sampled_from(MECHANISMS),
@@ -378,12 +379,7 @@ def test_worst_held_is_the_largest_over_every_subject(holdings, s, rounds, mecha
 # seconds apiece, where the RDP examples take milliseconds.
 @settings(max_examples=6, deadline=None)
 @given(
-    st.dictionaries(
-        st.sampled_from("abcdefg"),
-        st.lists(st.integers(1, 4), min_size=1, max_size=5),
-        min_size=1,
-        max_size=5,
-    ),
+    HOLDINGS,
     st.integers(1, 5),
     st.integers(1, 60),
     st.sampled_from(MECHANISMS),
