@@ -79,6 +79,37 @@ _REFINE_STEPS = 24
 _GOLDEN = (np.sqrt(5.0) - 1.0) / 2.0
 
 
+def golden_order(
+    grid: np.ndarray, order: float, eps: Callable[[float], float], lowest: float = 1.0
+) -> float | None:
+    """The real order between `order`'s neighbours in `grid` where `eps` is least (golden-section
+    search, `_REFINE_STEPS` steps), with alpha - 1 (what a conversion divides by) rounded to 4
+    significant digits: short to print, and as fine near alpha = 1 as elsewhere. None when
+    `order` is not on the grid, there is no bracket, or the order rounds to 1."""
+    grid = np.asarray(grid, dtype=float)
+    i = int(np.searchsorted(grid, order))
+    if i >= grid.size or grid[i] != order:
+        return None
+    lo = grid[i - 1] if i > 0 else lowest + (grid[0] - lowest) / 50.0
+    hi = grid[i + 1] if i + 1 < grid.size else grid[i]
+    if not hi > lo:
+        return None
+    a, b = lo, hi
+    x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
+    f1, f2 = eps(x1), eps(x2)
+    for _ in range(_REFINE_STEPS):
+        if f1 <= f2:
+            b, x2, f2 = x2, x1, f1
+            x1 = b - _GOLDEN * (b - a)
+            f1 = eps(x1)
+        else:
+            a, x1, f1 = x1, x2, f2
+            x2 = a + _GOLDEN * (b - a)
+            f2 = eps(x2)
+    alpha = 1.0 + float(f"{(x1 if f1 <= f2 else x2) - 1.0:.4g}")
+    return alpha if alpha > 1.0 else None
+
+
 def refine(
     found: Conversion,
     grid: np.ndarray,
@@ -98,36 +129,14 @@ def refine(
     """
     if found.order is None or found.epsilon == 0.0 or not np.isfinite(found.epsilon):
         return found
-    grid = np.asarray(grid, dtype=float)
-    i = int(np.searchsorted(grid, found.order))
-    if i >= grid.size or grid[i] != found.order:
-        return found
-    lo = grid[i - 1] if i > 0 else lowest + (grid[0] - lowest) / 50.0
-    hi = grid[i + 1] if i + 1 < grid.size else grid[i]
-    if not hi > lo:
-        return found
 
     def eps(alpha: float) -> float:
         value = epsilon_curve(np.array([alpha]), rdp_at(np.array([alpha])), log_delta, conversion)[0, 0]
         return float(value)
 
     best = found
-    a, b = lo, hi
-    x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-    f1, f2 = eps(x1), eps(x2)
-    for _ in range(_REFINE_STEPS):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - _GOLDEN * (b - a)
-            f1 = eps(x1)
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + _GOLDEN * (b - a)
-            f2 = eps(x2)
-    # alpha - 1 (what the conversion divides by) to 4 significant digits: short to print, and
-    # as fine near alpha = 1 as elsewhere.
-    alpha = 1.0 + float(f"{(x1 if f1 <= f2 else x2) - 1.0:.4g}")
-    if alpha <= 1.0:
+    alpha = golden_order(grid, found.order, eps, lowest)
+    if alpha is None:
         return best
     value = eps(alpha)
     if value < best.epsilon:

@@ -20,7 +20,7 @@ import numpy as np
 
 from uldp.errors import InvalidParameter
 
-from .conversion import _GOLDEN, _REFINE_STEPS, epsilon_curve, rdp_to_dp, refine
+from .conversion import epsilon_curve, golden_order, rdp_to_dp, refine
 from .orders import DEFAULT_ORDERS, Orders, OrdersSpec
 from .profile import RdpProfile
 from .rdp import MAX_EXACT_ORDER
@@ -138,36 +138,18 @@ def _real_order_group(
     whatever the shape of the curve; golden-section search as `conversion.refine`.
     """
     assert found.order is not None  # the caller checked
-    i = int(np.searchsorted(grid, found.order))
-    if i >= grid.size or grid[i] != found.order or not math.isfinite(found.epsilon) or found.epsilon == 0:
+    if not math.isfinite(found.epsilon) or found.epsilon == 0:
         return found
-    lo = grid[i - 1] if i > 0 else 1.0 + (grid[0] - 1.0) / 50.0
-    hi = grid[i + 1] if i + 1 < grid.size else grid[i]
 
     def at(alpha: float) -> GroupBound:
         return _normal_group_at(profile, k, log_delta, np.array([alpha]), conversion)
 
-    best = found
-    a, b = lo, hi
-    x1, x2 = b - _GOLDEN * (b - a), a + _GOLDEN * (b - a)
-    f1, f2 = at(x1).epsilon, at(x2).epsilon
-    for _ in range(_REFINE_STEPS):
-        if f1 <= f2:
-            b, x2, f2 = x2, x1, f1
-            x1 = b - _GOLDEN * (b - a)
-            f1 = at(x1).epsilon
-        else:
-            a, x1, f1 = x1, x2, f2
-            x2 = a + _GOLDEN * (b - a)
-            f2 = at(x2).epsilon
-    # alpha - 1 to 4 significant digits, solved again there: the printed order is the one the
-    # bound holds at (as `conversion.refine` does).
-    alpha = 1.0 + float(f"{(x1 if f1 <= f2 else x2) - 1.0:.4g}")
-    if alpha > 1.0:
-        candidate = at(alpha)
-        if candidate.epsilon < best.epsilon:
-            best = candidate
-    return best
+    # solved again at the rounded order: the printed order is the one the bound holds at
+    alpha = golden_order(grid, found.order, lambda a: at(a).epsilon)
+    if alpha is None:
+        return found
+    candidate = at(alpha)
+    return candidate if candidate.epsilon < found.epsilon else found
 
 
 def _normal_group_at(

@@ -39,13 +39,12 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from uldp.errors import InvalidParameter
 
 from .account import record_level
-from .calibrate import NoStepFits, calibrate
+from .calibrate import calibrate, most_steps
 from .events import Composed, SubsampledGaussian, check_tight_sigma
 from .orders import integer_orders
 from .registry import account_event
@@ -386,15 +385,10 @@ def max_rounds(
     compose = federation_composition if federation else local_composition
     _check_accountant(accounting.get("accountant", "rdp"))
 
-    def spent(rounds: float) -> float:
-        return composed_epsilon(
-            compose(run.with_rounds(int(rounds)), holding), run.sigma, delta, **accounting
-        )
+    def spent(rounds: int) -> float:
+        return composed_epsilon(compose(run.with_rounds(rounds), holding), run.sigma, delta, **accounting)
 
-    try:
-        return int(calibrate(spent, budget, "rounds").value)
-    except NoStepFits:
-        return 0
+    return most_steps(spent, budget)
 
 
 @dataclass(frozen=True)
@@ -471,12 +465,6 @@ def group_noise(
     return GroupNoise(z, found.value, item_eps, item_delta, found.epsilon)
 
 
-#: Mixture PLDs of one step kept (per sigma, q, items, grid): building one inverts the mixture's
-#: loss point by point (seconds), composing it over the steps takes milliseconds, and a round-limit
-#: search or a run's per-round accounting asks for the same step at many step counts.
-_MIXTURE_STEPS = 32
-
-
 def mixture_pld_epsilon(composition: Composition, sigma: float, delta: float) -> float:
     """Epsilon at `delta` of a composition with `MixturePart`s by PLD: each part the exact
     Binomial(m, q) mixture of Gaussians (the group-of-k step of `accountants.pld` with k = m,
@@ -488,7 +476,7 @@ def mixture_pld_epsilon(composition: Composition, sigma: float, delta: float) ->
     share their step PLDs (a finer grid is only more accurate).
     """
     from .group import MAX_PLD_GROUP_K
-    from .pld import MAX_STEPS, _default_discretization
+    from .pld import MAX_STEPS, _default_discretization, _unit_pld
 
     if not 0 < delta < 1:
         raise InvalidParameter(f"delta must be in (0, 1), got {delta}")
@@ -512,7 +500,7 @@ def mixture_pld_epsilon(composition: Composition, sigma: float, delta: float) ->
     composed = None
     try:
         for part in parts:
-            run = _mixture_run_pld(sigma, part, grid)
+            run = _unit_pld(SubsampledGaussian(sigma, part.q, part.steps), part.items, grid)
             composed = run if composed is None else composed.compose(run)
     except OverflowError:
         # dp-accounting's mixture PLD exponentiates the loss, about m^2 / (2 sigma^2).
@@ -528,44 +516,6 @@ def _as_mixture(part: tuple[float, ...]) -> MixturePart:
     if isinstance(part, MixturePart):
         return part
     raise InvalidParameter("a PLD mixture composition takes MixtureParts only")  # one mechanism per run
-
-
-def _mixture_run_pld(sigma: float, part: MixturePart, grid: float) -> Any:
-    """The part's PLD over its steps: its cached step PLD self-composed (q = 1: every item is
-    drawn, a Gaussian of sensitivity m, composed exactly by `pld._unit_pld`)."""
-    from .pld import _unit_pld
-
-    if part.q >= 1.0:
-        return _unit_pld(SubsampledGaussian(sigma, 1.0, part.steps), part.items, grid)
-    return _mixture_step_pld(sigma, part.q, part.items, grid).self_compose(part.steps)
-
-
-@lru_cache(maxsize=_MIXTURE_STEPS)
-def _mixture_step_pld(sigma: float, q: float, items: int, grid: float) -> Any:
-    """One step's PLD: the mixture with shifts 0..m, weights Binomial(m, q) (m = 1: the
-    Poisson-subsampled Gaussian), as `pld._unit_pld` builds a group's step, made dense."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_lib
-
-    from .pld import _as_dense, _mixture
-
-    if items == 1:
-        step = pld_lib.from_gaussian_mechanism(
-            standard_deviation=sigma,
-            sensitivity=1,
-            sampling_prob=q,
-            pessimistic_estimate=True,
-            value_discretization_interval=grid,
-        )
-    else:
-        sensitivities, probs = _mixture(items, q)
-        step = pld_lib.from_mixture_gaussian_mechanism(
-            standard_deviation=sigma,
-            sensitivities=sensitivities.tolist(),
-            sampling_probs=probs.tolist(),
-            pessimistic_estimate=True,
-            value_discretization_interval=grid,
-        )
-    return _as_dense(step, grid)
 
 
 def _check_accountant(accountant: str) -> None:

@@ -287,13 +287,10 @@ class EpsilonCurve:
         """
         if self._full_rate is None:
             run = self.run
-            if run.server_count_formula:
+            if run.server_count_formula or run.client_rate >= 1.0:
+                # every client in every round: `participations` is the rounds
                 self._full_rate = gaussian_epsilon(
                     math.sqrt(run.participations * run.local_steps) / run.sigma, self.delta
-                )
-            elif run.client_rate >= 1.0:
-                self._full_rate = gaussian_epsilon(
-                    math.sqrt(run.rounds * run.local_steps) / run.sigma, self.delta
                 )
             else:
                 event = KnownParticipation(

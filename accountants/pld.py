@@ -374,24 +374,39 @@ def _unit_pld(mechanism: SubsampledGaussian, k: int, discretization: float):
             pessimistic_estimate=True,
             value_discretization_interval=discretization,
         )
+    return _step_pld(mechanism.sigma, mechanism.q, k, discretization).self_compose(mechanism.steps)
+
+
+#: One-step PLDs kept (per sigma, q, k, grid): building a mixture's step inverts its loss point by
+#: point (seconds), composing it over the steps takes milliseconds, and a step-count search, or a
+#: subject's per-round accounting (accountants/horizontal.py), asks for one step at many counts.
+_STEP_CACHE = 32
+
+
+@lru_cache(maxsize=_STEP_CACHE)
+def _step_pld(sigma: float, q: float, k: int, discretization: float):
+    """Dense PLD of one step (q < 1) for a group of k records: the mixture with shifts 0..k and
+    weights Binomial(k, q) (k = 1: the Poisson-subsampled Gaussian), pessimistic."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
     if k == 1:
         step = pld.from_gaussian_mechanism(
-            standard_deviation=mechanism.sigma,
+            standard_deviation=sigma,
             sensitivity=1,
-            sampling_prob=mechanism.q,
+            sampling_prob=q,
             pessimistic_estimate=True,
             value_discretization_interval=discretization,
         )
     else:
-        sensitivities, probs = _mixture(k, mechanism.q)
+        sensitivities, probs = _mixture(k, q)
         step = pld.from_mixture_gaussian_mechanism(
-            standard_deviation=mechanism.sigma,
+            standard_deviation=sigma,
             sensitivities=sensitivities.tolist(),
             sampling_probs=probs.tolist(),
             pessimistic_estimate=True,
             value_discretization_interval=discretization,
         )
-    return _as_dense(step, discretization).self_compose(mechanism.steps)
+    return _as_dense(step, discretization)
 
 
 def _as_dense(pld_, discretization: float):

@@ -100,19 +100,17 @@ def read_holdings(path: Path, members: int | None = None) -> dict[str, list[int]
     for number, row in enumerate(rows, start=1):
         if len(row) < width or not row[subject_col].strip() or not row[member_col].strip():
             raise InvalidParameter(f"--holdings: {path} data row {number} needs a subject id and a member id")
+    pairs = [(row[subject_col].strip(), row[member_col].strip()) for row in rows]
+    holdings = holdings_from_pairs(pairs)
     if members is not None:
-        pairs = [(row[subject_col].strip(), row[member_col].strip()) for row in rows]
-        _check_members(path, pairs, members)
-    return holdings_from_pairs((row[subject_col].strip(), row[member_col].strip()) for row in rows)
+        _check_members(path, pairs, members, most=max(len(held) for held in holdings.values()))
+    return holdings
 
 
-def _check_members(path: Path, pairs: list[tuple[str, str]], members: int) -> None:
+def _check_members(path: Path, pairs: list[tuple[str, str]], members: int, *, most: int) -> None:
     """InvalidParameter for a member id outside the federation of `members` members (0..N-1 when
-    the ids are numbers; text ids such as `shop1` are names, only counted)."""
-    holders: dict[str, set[str]] = defaultdict(set)
-    for subject, member in pairs:
-        holders[subject].add(member)
-    most = max(len(held) for held in holders.values())
+    the ids are numbers; text ids such as `shop1` are names, only counted); `most`, the most
+    members holding one subject."""
     if most > members:
         raise InvalidParameter(
             f"--holdings: a subject is held by {most} members, more than --members {members}"

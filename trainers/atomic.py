@@ -124,12 +124,9 @@ def _write(target: Path, write: Callable[[BinaryIO], object], mode: int | None) 
         status: os.stat_result | None = os.stat(target)  # through any links
     except FileNotFoundError:
         status = None  # a new file, or a dangling link: replaced at the link's end below
-    if status is not None and not stat.S_ISREG(status.st_mode):
-        _write_through(target, status, write)
-        return
-    if status is not None and _opened_by_shell(target):
-        # /dev/stdout and /dev/fd/N lead to /proc/self/fd/N: a file the shell opened for us,
-        # which must receive the bytes, not be replaced behind the shell's back.
+    if status is not None and (not stat.S_ISREG(status.st_mode) or _opened_by_shell(target)):
+        # A device, a FIFO (a folder: refused there), or the file a shell opened for us behind
+        # /dev/stdout or /dev/fd/N (/proc/self/fd/N): it receives the bytes, never replaced.
         _write_through(target, status, write)
         return
     target = Path(os.path.realpath(target))

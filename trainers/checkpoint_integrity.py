@@ -67,7 +67,7 @@ def _feed(digest: Any, value: Any) -> None:
     if isinstance(value, torch.Tensor):
         tensor = value.detach().to("cpu").contiguous()
         digest.update(f"T{tensor.dtype}{tuple(tensor.shape)}\0".encode())
-        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy())  # its buffer, not a copy
     elif isinstance(value, dict):
         digest.update(f"d{len(value)}\0".encode())
         for key, item in value.items():  # in the order saved: pickle keeps it

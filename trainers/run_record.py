@@ -245,7 +245,7 @@ def read_metrics_run(path: Path) -> RunFiles:
         unverified = (
             f"{side.name} was written by a uldp that stored no digests: the run's files could not be verified"
         )
-    elif not _same_digest(record, record["sha256"]):
+    elif not _same_digest(record):
         raise DataError(f"--run: {side} is damaged or edited: its content does not match its SHA-256 digest")
     try:
         data = read_input_bytes(path, "--run", cap=CAPS["table"])
@@ -268,9 +268,9 @@ def read_metrics_run(path: Path) -> RunFiles:
     return RunFiles(record, rows, where, unverified)
 
 
-def _same_digest(record: dict[str, Any], digest: Any) -> bool:
+def _same_digest(record: dict[str, Any]) -> bool:
     try:
-        return record_sha256(record) == digest
+        return record_sha256(record) == record["sha256"]
     except ValueError:  # a number JSON cannot hold (NaN, Infinity): not what was written
         return False
 

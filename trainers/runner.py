@@ -37,7 +37,7 @@ import torch
 from uldp.accountants.account import account_plan
 from uldp.accountants.algorithms import Plan
 from uldp.errors import DataError, InvalidParameter
-from uldp.input_files import CAPS, check_input
+from uldp.input_files import CAPS, open_input
 
 from .algorithms import (
     Algorithm,
@@ -672,22 +672,19 @@ def read_checkpoint(checkpoint: Path, device: str = "cpu", *, option: str = "--c
             f"{option}: {checkpoint} is a directory, not a checkpoint file"
             + ("; remove it" if training else "")
         )
-    if checkpoint.exists():  # a FIFO would block torch.load; a missing file is a fresh run
-        check_input(checkpoint, option, cap=CAPS["checkpoint"])
-    try:
-        with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
-            warnings.simplefilter("ignore")
-            state = torch.load(checkpoint, map_location=device, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as error:
-        # Not only torch's own errors: a damaged zip or pickle also surfaces as IndexError,
-        # KeyError, TypeError, struct.error, UnicodeDecodeError... from inside torch.load.
-        reason = (
-            "cannot be read" if isinstance(error, PermissionError) else "is truncated or not a checkpoint"
-        )
-        advice = "; give another --checkpoint DIR, or --overwrite to start a new run in this one"
-        raise DataError(f"{option}: {checkpoint} {reason}" + (advice if training else "")) from None
+    # Opened once, checked on the open file (a FIFO would block torch.load; a device, a cap).
+    with open_input(checkpoint, option, cap=CAPS["checkpoint"]) as handle:
+        try:
+            with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
+                warnings.simplefilter("ignore")
+                state = torch.load(handle, map_location=device, weights_only=True)
+        except Exception:
+            # Not only torch's own errors: a damaged zip or pickle also surfaces as IndexError,
+            # KeyError, TypeError, struct.error, UnicodeDecodeError... from inside torch.load.
+            advice = "; give another --checkpoint DIR, or --overwrite to start a new run in this one"
+            raise DataError(
+                f"{option}: {checkpoint} is truncated or not a checkpoint" + (advice if training else "")
+            ) from None
     advice = "; give another --checkpoint DIR, or --overwrite to replace it" if training else ""
     try:
         check_structure(state, f"{option}: {checkpoint}")

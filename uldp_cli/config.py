@@ -226,7 +226,8 @@ class _Yaml12Loader(yaml.SafeLoader):
         return float(text)
 
 
-_YAML12_FLOAT = re.compile(r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?")
+_FLOAT = r"[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
+_YAML12_FLOAT = re.compile(_FLOAT)
 # The core schema's implicit types (YAML 1.2.2, section 10.3.2), in place of YAML 1.1's; a plain
 # scalar that none of them matches is a string. The merge key `<<` is kept (`<<: {q: 0.25}`).
 _Yaml12Loader.yaml_implicit_resolvers = {
@@ -239,8 +240,7 @@ for _tag, _pattern, _first in (
     ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
     (
         "tag:yaml.org,2002:float",
-        r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?"
-        r"|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+        rf"^(?:{_FLOAT}|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
         list("-+.0123456789"),
     ),
 ):

@@ -123,12 +123,10 @@ def acquire(path: str | os.PathLike[str], option: str) -> Held:
                 continue
             fields = _fields(_read(fd))
             pid, owner_host = _owner(fields)
-            if pid is not None and fields.get("flock") != "1":
-                # Written by a uldp that did not flock: the kernel knows nothing of its holder.
-                if owner_host and owner_host != host or pid_alive(pid) and pid != os.getpid():
-                    raise _refusal(option, path, lock, fields)
-            elif pid is not None and owner_host and owner_host != host:
-                raise _refusal(option, path, lock, fields)  # a network file system may not share flock
+            foreign = bool(owner_host) and owner_host != host  # a network file system may not share flock
+            legacy = fields.get("flock") != "1"  # a uldp that did not flock: the kernel knows not its holder
+            if pid is not None and (foreign or legacy and pid_alive(pid) and pid != os.getpid()):
+                raise _refusal(option, path, lock, fields)
             os.ftruncate(fd, 0)
             os.lseek(fd, 0, os.SEEK_SET)
             os.write(fd, f"pid={os.getpid()}\nhost={host}\n{FLOCKED}\n".encode())

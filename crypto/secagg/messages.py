@@ -80,11 +80,11 @@ def _check_session(message: SecAggMessage, session: bytes) -> None:
         )
 
 
-def _check_signature(message: SecAggMessage, sender: int, signature: bytes) -> None:
-    if len(signature) != SIGNATURE_BYTES:
+def _check_signature(message: MaskedInput | UnmaskResponse) -> None:
+    if len(message.signature) != SIGNATURE_BYTES:
         raise ProtocolError(
-            f"{message.KIND} message of participant {sender}: a signature has {SIGNATURE_BYTES} bytes, "
-            f"got {len(signature)}"
+            f"{message.KIND} message of participant {message.participant}: a signature has "
+            f"{SIGNATURE_BYTES} bytes, got {len(message.signature)}"
         )
 
 
@@ -223,7 +223,7 @@ class MaskedInput(SecAggMessage):
                 f"masked input of participant {self.participant} is {len(self.masked)} bytes, "
                 f"not a whole number of {WORD_BYTES}-byte words"
             )
-        _check_signature(self, self.participant, self.signature)
+        _check_signature(self)
 
     @property
     def signed_content(self) -> bytes:
@@ -267,7 +267,7 @@ class UnmaskResponse(SecAggMessage):
         _check_id(self.participant, "the sender of an unmask response")
         _check_round(self, self.round)
         _check_session(self, self.session)
-        _check_signature(self, self.participant, self.signature)
+        _check_signature(self)
 
     @property
     def signed_content(self) -> bytes:

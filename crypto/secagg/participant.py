@@ -433,9 +433,9 @@ def _state_problem(state: ParticipantState) -> str | None:
         return f"the keys to open the peers' shares do not fit {phase}"
     if len(state.session) != (SESSION_BYTES if session else 0) or bool(state.peers) != session:
         return f"session id or key broadcast does not fit {phase}"
-    if session and state.participant not in {k.participant for k in state.peers}:
-        return "the key broadcast does not list the participant itself"
     peer_ids = {k.participant for k in state.peers}
+    if session and state.participant not in peer_ids:
+        return "the key broadcast does not list the participant itself"
     if any(pid == state.participant or pid not in peer_ids for pid, _ in state.open_keys):
         return "a key to open the shares of a participant outside the key broadcast"
     owners = [h.owner for h in state.held]

@@ -232,100 +232,33 @@ def test_resume_on_a_folder_without_a_checkpoint_is_refused(tmp_path) -> None:
 
 @pytest.mark.parametrize("flag", [("--conversion", "classic"), ("--orders", "2,3")])
 @pytest.mark.parametrize(
-    "args",
+    "line",
     [
-        ["account", "--sigma", "1", "--q", "0.01", "--steps", "10", "--accountant", "pld"],
-        [
-            "account",
-            "--sigma",
-            "1",
-            "--q",
-            "0.01",
-            "--steps",
-            "10",
-            "--accountant",
-            "pld",
-            "--k",
-            "2",
-            "--group-method",
-            "pld",
-        ],
-        ["calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "10", "--accountant", "pld"],
-        ["report", "--sigma", "1", "--q", "0.01", "--steps", "10", "--accountant", "pld"],
-        [
-            "dropout",
-            "--sigma",
-            "1",
-            "--user-q",
-            "0.01",
-            "--dropout",
-            "0.1",
-            "--rounds",
-            "10",
-            "--accountant",
-            "pld",
-        ],
+        "account --sigma 1 --q 0.01 --steps 10 --accountant pld",
+        "account --sigma 1 --q 0.01 --steps 10 --accountant pld --k 2 --group-method pld",
+        "calibrate --epsilon 3 --q 0.01 --steps 10 --accountant pld",
+        "report --sigma 1 --q 0.01 --steps 10 --accountant pld",
+        "dropout --sigma 1 --user-q 0.01 --dropout 0.1 --rounds 10 --accountant pld",
     ],
 )
-def test_rdp_options_without_an_rdp_bound_are_refused(args, flag) -> None:
-    _one_error([*args, *flag], f"'{flag[0]}'", "only RDP bounds read it")
+def test_rdp_options_without_an_rdp_bound_are_refused(line, flag) -> None:
+    _one_error([*line.split(), *flag], f"'{flag[0]}'", "only RDP bounds read it")
 
 
 def test_rdp_options_are_taken_where_an_rdp_bound_reads_them(tmp_path) -> None:
     # The RDP accountant, or a group bound by Lemma 6 next to PLD, reads them; defaults never count.
     assert run("account", *MECHANISM, "--accountant", "pld,rdp", "--conversion", "classic").exit_code == 0
-    assert (
-        run(
-            "account",
-            "--sigma",
-            "1",
-            "--q",
-            "0.01",
-            "--steps",
-            "10",
-            "--accountant",
-            "pld",
-            "--k",
-            "2",
-            *FEW_ORDERS,
-        ).exit_code
-        == 0
-    )
-    assert (
-        run("account", "--sigma", "1", "--q", "0.01", "--steps", "10", "--accountant", "pld").exit_code == 0
-    )
+    plain = "account --sigma 1 --q 0.01 --steps 10 --accountant pld".split()
+    assert run(*plain, "--k", "2", *FEW_ORDERS).exit_code == 0
+    assert run(*plain).exit_code == 0
     # A --config value is the user's too.
     config = _config(tmp_path, "conversion: classic\n")
-    _one_error(
-        [
-            "calibrate",
-            "--epsilon",
-            "3",
-            "--q",
-            "0.01",
-            "--steps",
-            "10",
-            "--accountant",
-            "pld",
-            "--config",
-            config,
-        ],
-        "'--conversion'",
-    )
+    calibrate = "calibrate --epsilon 3 --q 0.01 --steps 10 --accountant pld".split()
+    _one_error([*calibrate, "--config", config], "'--conversion'")
 
 
 def test_report_epochs_refuses_subnormals() -> None:
-    base = [
-        "report",
-        "--sigma",
-        "1.1",
-        "--dataset-size",
-        "60000",
-        "--batch-size",
-        "256",
-        "--accountant",
-        "rdp",
-    ]
+    base = "report --sigma 1.1 --dataset-size 60000 --batch-size 256 --accountant rdp".split()
     _one_error([*base, "--epochs", "5e-324"], "'--epochs'", "too small")
     assert run(*base, "--epochs", "1e-300").exit_code == 0  # tiny but a number: one step, as TF-Privacy
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.crypto.resigning import signed_by
 from uldp.crypto.secagg import MaskedInput, SecAggParams, SecAggParticipant, SecAggServer, UnmaskResponse
-from uldp.crypto.secagg.authentication import sign
 from uldp.errors import ProtocolError
 
 N, K, B, D = 6, 4, 4.0, 16
@@ -43,19 +43,6 @@ class Round:
 
     def expected(self, included) -> np.ndarray:
         return sum((self.params.fixed_point.encode(self.vectors[i]) for i in included), np.uint64(0))
-
-
-def signed_by(private: bytes, message):
-    """`message` signed anew by its own sender: what a participant itself could send."""
-    signature = sign(
-        private,
-        message.KIND,
-        session=message.session,
-        round_number=message.round,
-        sender=message.participant,
-        content=message.signed_content,
-    )
-    return dataclasses.replace(message, signature=signature)
 
 
 def shifted(masked: MaskedInput, by: int, coordinate: int = 0) -> MaskedInput:

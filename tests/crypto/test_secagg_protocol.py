@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.crypto.resigning import signed_by
 from uldp.crypto.secagg import (
     AdvertiseKeys,
     EncryptedShare,
@@ -28,7 +29,6 @@ from uldp.crypto.secagg import (
     UnmaskResponse,
     secure_sum,
 )
-from uldp.crypto.secagg.authentication import sign
 from uldp.crypto.secagg.shamir import reconstruct_secret
 from uldp.errors import InvalidParameter, ProtocolError
 
@@ -96,19 +96,6 @@ class Round:
         for i in included:
             total += fp.encode(vectors[i])
         return total
-
-
-def signed_by(private: bytes, message):
-    """`message` signed anew with `private`: what its own sender could send (no signature catches it)."""
-    signature = sign(
-        private,
-        message.KIND,
-        session=message.session,
-        round_number=message.round,
-        sender=message.participant,
-        content=message.signed_content,
-    )
-    return dataclasses.replace(message, signature=signature)
 
 
 # -- exact sums ----------------------------------------------------------------------------------------

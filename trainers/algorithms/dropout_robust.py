@@ -388,9 +388,8 @@ class DropoutRobust(BaseAlgorithm):
         else:
             dropouts = "none simulated"
         # at q = 1 every round is a plain Gaussian: `spent` prints their exact composition
-        accounting = (
-            "exact Gaussian composition" if cfg.user_q >= 1 else "RDP accountant, improved conversion"
-        )
+        exact = cfg.user_q >= 1
+        accounting = "exact Gaussian composition" if exact else "RDP accountant, improved conversion"
         out = {
             "algorithm": (
                 f"{NAME}: Baek et al. 2021, {algorithm}; the {n_silos} silos are the participants, "
@@ -433,7 +432,7 @@ class DropoutRobust(BaseAlgorithm):
                     "user-q = 1: every round is a plain Gaussian, so both figures are the exact epsilon "
                     "of their composition (mu-GDP, mu = sqrt(sum_t 1/m_t^2), Balle & Wang 2018 Thm. 8; "
                     "accountants/gaussian.py), below the RDP accountant's"
-                    if cfg.user_q >= 1
+                    if exact
                     else "orders: the 375 default orders, refined over real orders while the rounds have "
                     "at most 4 distinct multipliers (beyond, the grid's bound: accountants/dropout_run.py)"
                 )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 from typing import cast
 
@@ -223,11 +222,18 @@ def command(
                 k=max(ks) if algo is not None and plan_reads(algo, "k") else None,
             )
         elif source == "dp-sgd":
+            # TF-Privacy's default microbatching: halving the multiplier is the safe side when unsaid.
             description = _dp_sgd_description(
-                sigma, dataset_size, flags["batch_size"], epochs, max_examples_per_user, q, steps, algo
+                sigma,
+                dataset_size,
+                flags["batch_size"],
+                epochs,
+                max_examples_per_user,
+                q,
+                steps,
+                algo,
+                used_microbatching=microbatching is not False,
             )
-            # TF-Privacy's default: halving the multiplier is the safe side when unsaid.
-            description = replace(description, used_microbatching=microbatching is not False)
             plan = Plan("mechanism", description.mechanism(), None)
         elif source == "opacus":
             plan = _opacus_plan(opacus, max_examples_per_user)
@@ -297,7 +303,9 @@ def _text(statement: Statement, fmt: str) -> str:
     return json_text(statement.as_dict())
 
 
-def _dp_sgd_description(sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo):
+def _dp_sgd_description(
+    sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo, *, used_microbatching
+):
     from uldp.accountants.external import DpSgdDescription
 
     for flag, value in (("--q", q), ("--steps", steps), ("--algo", algo)):
@@ -316,6 +324,7 @@ def _dp_sgd_description(sigma, dataset_size, batch_size, epochs, max_examples_pe
         dataset_size=dataset_size,
         epochs=epochs,
         max_examples_per_user=max_examples_per_user,
+        used_microbatching=used_microbatching,
     )
 
 
