@@ -6,18 +6,18 @@ Describe, then account: `events` says what a run releases, the registry's accoun
 `calibrate.calibrate_event` inverts any of them for one scalar.
 
 Importing this package stays light (numpy and scipy only): dp-accounting and prv-accountant are
-imported by `accountants.pld` and `accountants.prv` when a tight accountant is asked for, and
+imported by `accountants.tight.pld` and `accountants.tight.prv` when a tight accountant is asked for, and
 torch is never imported here.
 """
 
 from .account import ACCOUNTANTS, GROUP_METHODS, Guarantee, account, account_plan, group_level, record_level
 from .accountant import Accountant, Accounted
-from .algorithms import Plan
 from .calibrate import Calibration, calibrate, calibrate_event, most_rounds
 from .conversion import CONVERSIONS, rdp_to_dp
 from .events import Composed, Event, Group, KnownParticipation, Mechanism, ParallelSilos, SubsampledGaussian
 from .orders import DEFAULT_ORDERS, TF_PRIVACY_ORDERS, Orders, resolve_orders
-from .rdp import event_rdp, gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
+from .plan import Plan
+from .rdp.curves import event_rdp, gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
 from .registry import account_event, accountant_named
 
 __all__ = [

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, replace
 
 from uldp.errors import InvalidParameter
 
-from .algorithms import Plan
-from .conversion import CONVERSIONS
-from .events import Group, KnownParticipation, Mechanism, SubsampledGaussian
+from .conversion import CONVERSIONS, Conversion
+from .events import Composed, Group, KnownParticipation, Mechanism, SubsampledGaussian
 from .orders import Orders, OrdersSpec
-from .profile import RdpProfile
+from .plan import Plan
+from .rdp.profile import RdpProfile
 from .registry import ACCOUNTANTS as REGISTRY
 from .registry import account_event, accountant_named
 
@@ -246,3 +246,33 @@ def account_plan(
             g = group_level(plan.mechanism, delta, k, method, conversion, orders)
             out.append(replace(g, level="user", algorithm=plan.algorithm))
     return out
+
+
+def known_participation_epsilon(
+    sigma: float,
+    q: float,
+    rounds: int,
+    delta: float,
+    *,
+    conversion: str = "improved",
+    orders: OrdersSpec = "default",
+) -> Conversion:
+    """Epsilon at `delta` for an observer who knows the rounds the user took part in (RDP)."""
+    found = account_event(
+        KnownParticipation(sigma, q, rounds), delta, "rdp", conversion=conversion, orders=orders
+    )
+    return Conversion(found.epsilon, found.order)
+
+
+def rdp_epsilon(
+    parts: Sequence[tuple[float, float, int]],
+    delta: float,
+    conversion: str = "improved",
+    orders: OrdersSpec = "default",
+) -> float:
+    """Epsilon at `delta` of the composition of `steps` Poisson-subsampled Gaussian steps per part.
+
+    parts: (sigma, q, steps) triples, composed sequentially.
+    """
+    event = Composed(tuple(SubsampledGaussian(sigma, q, steps) for sigma, q, steps in parts))
+    return account_event(event, delta, "rdp", conversion=conversion, orders=orders).epsilon

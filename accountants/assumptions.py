@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .algorithms import Plan
 from .orders import Orders, OrdersSpec
+from .plan import Plan
 from .registry import accountant_named
 
 ACCOUNTANT_TEXT = {

@@ -4,7 +4,7 @@ A run is described first (this module: plain frozen data) and accounted second (
 of `accountants.registry`: rdp, pld, prv), as dp-accounting separates `dp_event` from its
 accountants. We do not reuse `dp_accounting.dp_event` here because importing dp_accounting
 costs about a second, and the RDP path of the CLI must start in well under one;
-`accountants.pld` builds dp-accounting's PLDs from these descriptions lazily.
+`accountants.tight.pld` builds dp-accounting's PLDs from these descriptions lazily.
 
 Neighbouring relation throughout: add or remove one unit (a record, or every record of one user
 for the user-level algorithms), as in ULDP-FL §2.2 and the RDP analysis of the sampled Gaussian
@@ -30,6 +30,10 @@ SIGMA_MAX = 1e6
 #: steps and 290 s for 1e5, PRV failed ("Cannot compute epsilon"), and at 1e-6 PLD overflowed.
 #: RDP has no such limit.
 TIGHT_SIGMA_MIN = 0.1
+#: The largest group the PLD group bound (`accountants.tight.pld`) serves: it builds a mixture of k + 1
+#: Gaussians per step, whose grid and dp-accounting's inversion of its loss grow with k; at
+#: k = 1e6 it ran out of range after 30 s and 3.7 GB (issue 12). Measured in docs/performance.md.
+MAX_PLD_GROUP_K = 2**14
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,7 @@ class KnownParticipation:
 
     The user takes part in each round with probability q and the observer (the server that
     draws the sample, ULDP-FL Algorithm 4) knows in which: a mixture over the participation count
-    K ~ Binomial(rounds, q) of K plain Gaussian rounds (`accountants.participation`).
+    K ~ Binomial(rounds, q) of K plain Gaussian rounds (`accountants.rdp.participation`).
     """
 
     sigma: float

@@ -10,8 +10,8 @@ from uldp.errors import InvalidParameter
 
 from .accountant import Accountant, Accounted
 from .events import Event, describe
-from .rdp_accountant import RdpAccountant
-from .tight_accountants import PldAccountant, PrvAccountant
+from .rdp.accountant import RdpAccountant
+from .tight.accountants import PldAccountant, PrvAccountant
 
 ACCOUNTANTS: dict[str, Accountant] = {a.name: a for a in (RdpAccountant(), PldAccountant(), PrvAccountant())}
 

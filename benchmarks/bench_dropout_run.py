@@ -17,9 +17,10 @@ import time
 
 import numpy as np
 
-from uldp.accountants import dropout_run, rdp
-from uldp.accountants.dropout import DropoutRound
-from uldp.accountants.dropout_run import ObservedRound, run_epsilons
+from uldp.accountants.dropout import run_spend as dropout_run
+from uldp.accountants.dropout.rounds import DropoutRound
+from uldp.accountants.dropout.run_spend import ObservedRound, run_epsilons
+from uldp.accountants.rdp import curves as rdp
 
 
 def simulated_rounds(rounds: int, sampled: int, seed: int = 0) -> list[ObservedRound]:

@@ -37,9 +37,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from uldp.accountants.budgets import sample_budgets  # noqa: E402
-from uldp.accountants.personalization import METHODS, personalize  # noqa: E402
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
+from uldp.accountants.personalized.budgets import sample_budgets  # noqa: E402
+from uldp.accountants.personalized.record_rates import METHODS, personalize  # noqa: E402
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL, calibrate_sigma  # noqa: E402
 from uldp.cli.machine import describe_machine
 
 PUBLISHED = {

@@ -14,9 +14,9 @@ import argparse
 import json
 import time
 
-from uldp.accountants.mechanism import SubsampledGaussian
-from uldp.accountants.pld import _default_discretization, pld_epsilon
-from uldp.accountants.prv import prv_epsilon
+from uldp.accountants.events import SubsampledGaussian
+from uldp.accountants.tight.pld import _default_discretization, pld_epsilon
+from uldp.accountants.tight.prv import prv_epsilon
 from uldp.cli.machine import describe_machine
 
 FIG2 = SubsampledGaussian(sigma=5.0, q=0.01, steps=100_000)

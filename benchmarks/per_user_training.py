@@ -56,7 +56,8 @@ from uldp.trainers.per_user import (  # noqa: E402
     loops_in_stacked,
     user_deltas,
 )
-from uldp.trainers.runner import build_silos, round_rngs  # noqa: E402
+from uldp.trainers.round_rngs import round_rngs  # noqa: E402
+from uldp.trainers.runner import build_silos  # noqa: E402
 
 #: (model, users, local epochs); the model names its data set (DATASETS).
 SETTINGS = [

@@ -73,8 +73,10 @@ def test_typed_marker_ships():
 
 def test_the_report_schema_ships_as_package_data():
     # `uldp report --schema` reads it with importlib.resources, from the installed package.
-    assert '"uldp.accountants" = ["report-schema.json"]' in (ROOT / "pyproject.toml").read_text()
-    assert (Path(uldp.accountants.__file__).parent / "report-schema.json").is_file()
+    import uldp.accountants.statements
+
+    assert '"uldp.accountants.statements" = ["report-schema.json"]' in (ROOT / "pyproject.toml").read_text()
+    assert (Path(uldp.accountants.statements.__file__).parent / "report-schema.json").is_file()
 
 
 def test_python_dash_m_uldp(tmp_path):

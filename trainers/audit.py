@@ -3,7 +3,7 @@
 The method (Steinke, Nasr, Jagielski, "Privacy Auditing with One (1) Training Run", NeurIPS 2023):
 m canaries, each included with probability 1/2 (`canaries.plant`), one run, a score per
 canary, and from how many of the highest / lowest scores are correctly guessed in / out a lower
-bound on epsilon at a stated confidence (`accountants.audit_bound`). The canaries are Dirac
+bound on epsilon at a stated confidence (`accountants.statements.audit_bound`). The canaries are Dirac
 gradient canaries on parameters of their own (`canaries.CanaryBlock`), the strongest a user can
 be after clipping, so the scores are white-box:
 
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from uldp.accountants.audit_bound import (
+from uldp.accountants.statements.audit_bound import (
     CONFIDENCE,
     AuditBound,
     audit_scores,
@@ -368,7 +368,7 @@ def _canary_layout(data: Any, cfg: TrainConfig) -> tuple[TrainConfig, int, str, 
 
 def _plan_bounds(cfg: TrainConfig, n_silos: int, algorithm: Algorithm) -> dict[str, list[tuple[str, float]]]:
     """Each view's user-level bounds by RDP and PLD, as `uldp report` states the run's plan."""
-    from uldp.accountants.statement import Accounting, plan_statement
+    from uldp.accountants.statements.statement import Accounting, plan_statement
 
     plan = accounting_plan(cfg, cfg.rounds, n_silos, algorithm)
     assert plan is not None  # every auditable user-level algorithm is accounted by its plan

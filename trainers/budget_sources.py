@@ -46,7 +46,7 @@ def check_positive(values: np.ndarray, what: str, option: str, ids: np.ndarray |
 
 def drawn_budgets(distribution: str, count: int, seed: int) -> np.ndarray:
     """`count` budgets of the `uldp personalize --distribution` preset, seeded as it seeds them."""
-    from uldp.accountants.budgets import sample_budgets
+    from uldp.accountants.personalized.budgets import sample_budgets
 
     return sample_budgets(distribution, count, seed)
 
@@ -54,7 +54,7 @@ def drawn_budgets(distribution: str, count: int, seed: int) -> np.ndarray:
 def record_budgets_drawn(data, distribution: str, seed: int) -> Budgets:
     """Budgets drawn for every source record (ids 1..N, as `uldp personalize --distribution D
     --records N --seed S` draws them), then the training records' own."""
-    from uldp.accountants.budgets import describe
+    from uldp.accountants.personalized.budgets import describe
 
     n = _source_records(data)
     values = drawn_budgets(distribution, n, seed)[_record_index(data)]
@@ -106,7 +106,7 @@ def record_budgets_by_id(data, ids: np.ndarray | None, values: np.ndarray, sourc
 def user_budgets(n_users: int, source: str, seed: int) -> Budgets:
     """Per-user budgets: a preset name (drawn for users 0..|U|-1 with `seed`) or a CSV file with
     columns `user` (0..|U|-1, the user ids of the run) and `epsilon`."""
-    from uldp.accountants.budgets import DISTRIBUTIONS, describe
+    from uldp.accountants.personalized.budgets import DISTRIBUTIONS, describe
 
     if source in DISTRIBUTIONS:
         values = drawn_budgets(source, n_users, seed)

@@ -1,4 +1,5 @@
-"""A checkpoint's content digest and shape: what `runner.read_checkpoint` checks before resuming.
+"""A checkpoint's content digest and shape: what `checkpoint_file.read_checkpoint` checks
+before resuming.
 
 torch's zip format keeps no checksum it verifies, so a flipped bit in a weight loads silently:
 in the audit of issue 32, 212 of 250 single-bit flips loaded, and one resumed with loss 6.6e9

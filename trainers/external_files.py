@@ -1,7 +1,7 @@
 """Files written by other tools, opened here because reading them may need torch.
 
 An Opacus accountant state is saved either as JSON (`json.dump(accountant.state_dict(), f)`,
-read by `uldp.accountants.external.read_opacus_file`, no torch) or with torch.save: the
+read by `uldp.accountants.statements.external.read_opacus_file`, no torch) or with torch.save: the
 accountant's `state_dict()` alone, or `PrivacyEngine.save_checkpoint`'s dict, which holds it under
 "privacy_accountant_state_dict" next to the model's and optimizer's tensors (opacus/
 privacy_engine.py). `read_opacus_state` takes either and tells them apart by their first bytes,
@@ -22,7 +22,7 @@ import warnings
 from pathlib import Path
 
 from uldp.accountants.events import Composed, SubsampledGaussian
-from uldp.accountants.external import opacus_events, read_opacus_file
+from uldp.accountants.statements.external import opacus_events, read_opacus_file
 from uldp.errors import DataError
 from uldp.input_files import CAPS, InputFileError, check_input, open_input
 
@@ -92,7 +92,7 @@ def read_opacus_state(path: str | os.PathLike[str]) -> SubsampledGaussian | Comp
     """The run an Opacus RDPAccountant accounted, from a torch.save file or a JSON file.
 
     Takes a saved `accountant.state_dict()`, a `PrivacyEngine.save_checkpoint` file, or a bare
-    history (see `uldp.accountants.external.opacus_events`). DataError, starting with the file
+    history (see `uldp.accountants.statements.external.opacus_events`). DataError, starting with the file
     name, for a file that is neither torch.save's nor JSON, or whose content is no Opacus
     RDPAccountant state.
     """

@@ -81,7 +81,7 @@ class PersonalAccounting:
 
     @classmethod
     def for_users(cls, rates: Rates) -> PersonalAccounting:
-        from uldp.accountants import user_rates as user_level
+        from uldp.accountants.personalized import user_rates as user_level
 
         def server(rounds: int, qs: np.ndarray) -> np.ndarray:
             # The server draws the sample, so it knows the rounds each user took part in: no
@@ -158,7 +158,7 @@ def accounting(cfg, data, private: bool) -> PersonalAccounting | None:
     """The per-tier accounting of a run of `cfg` on `data`, from what `with_rates` attached (the
     run's settings and the data are all it needs, so a resumed or deployed run rebuilds it);
     None when the data carries no budgets."""
-    from uldp.accountants.personalized import RecordSampledFL
+    from uldp.accountants.personalized.record_spend import RecordSampledFL
 
     if data.record_budget is not None:
         q = data.record_q if data.record_q is not None else np.zeros(len(data.record_budget))
@@ -178,7 +178,7 @@ def describe_run(cfg, personal: PersonalAccounting, records: int, users: int) ->
     used = q[q > 0]
     spread = f"{used.min():.4g}..{used.max():.4g}" if used.size else "none"
     if rates.level == "user":
-        from uldp.accountants import user_rates as user_level
+        from uldp.accountants.personalized import user_rates as user_level
 
         out = dict(user_level.user_curve(cfg.sigma, cfg.rounds, cfg.delta).assumptions())
         out["rates"] = f"{users} users, q_u in {spread}, mean {q.mean():.4g} (the server step divides by it)"

@@ -1,16 +1,16 @@
 """From budgets to sampling rates, for a training run (issue 14).
 
 Record level (rPDP-FL, slides ch. 3): `record_rates` gives every record the largest q with
-epsilon*(q) <= its budget, by `accountants.personalization.personalize(method="exact")`, the code
+epsilon*(q) <= its budget, by `accountants.personalized.record_rates.personalize(method="exact")`, the code
 path of `uldp personalize` (the same budgets and run give the same q). sigma is calibrated so
 that the largest budget is spent exactly at q = 1 by the end of the run
-(`accountants.personalized.calibrate_sigma`, the reference's `prepare_fedrpdp`), or given.
+(`accountants.personalized.record_spend.calibrate_sigma`, the reference's `prepare_fedrpdp`), or given.
 `unidp` gives every record one rate instead: q = min(1, B / min_s |D_s|) with sigma calibrated to
 the smallest budget (the reference's `fedavg_unidp.py`), or, with sigma given, the smallest
 budget's rate.
 
 User level (ULDP-AVG / -w / ULDP-SGD with per-user budgets, PULDP-AVG of the ULDP-FL authors'
-code): `user_rates` gives every user its own q_u from `accountants.user_rates` (the same exact
+code): `user_rates` gives every user its own q_u from `accountants.personalized.user_rates` (the same exact
 inverse, over T rounds of a Poisson-subsampled Gaussian); the server samples user u with q_u.
 
 `personalize_data` attaches the rates to a run's data (`FederatedData.record_q` / `user_q`), which
@@ -38,7 +38,7 @@ from .budget_sources import (
 )
 
 if TYPE_CHECKING:
-    from uldp.accountants.personalized import RecordSampledFL
+    from uldp.accountants.personalized.record_spend import RecordSampledFL
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class Rates:
 
     def curve(self, rounds: int, threat_model: str | None = None, refine: bool = True):
         """epsilon*(q) of the first `rounds` rounds of this run under `threat_model`."""
-        from uldp.accountants.personalized import EpsilonCurve
+        from uldp.accountants.personalized.record_spend import EpsilonCurve
 
         if self.run is None:
             raise ValueError("user-level rates have no record-level run")
@@ -84,8 +84,8 @@ def record_rates(
     A budget that no rate q >= 1e-6 meets at this sigma is refused: InvalidParameter naming the
     first records (by `ids`, the source row numbers) and the smallest budget reachable.
     """
-    from uldp.accountants.personalization import personalize
-    from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma
+    from uldp.accountants.personalized.record_rates import personalize
+    from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL, calibrate_sigma
 
     values = check_positive(budgets.values, "record", "budgets", ids)
     probe = RecordSampledFL(sigma or 1.0, local_steps, rounds, silo_q, threat_model)
@@ -137,7 +137,7 @@ def user_rates(
     budgets: Budgets, *, sigma: float | None, rounds: int, delta: float, ids: np.ndarray | None = None
 ) -> Rates:
     """Every user's q_u for ULDP-AVG / -w / ULDP-SGD with per-user budgets (module docstring)."""
-    from uldp.accountants import user_rates as user_level
+    from uldp.accountants.personalized import user_rates as user_level
 
     values = check_positive(budgets.values, "user", "--user-budgets", ids)
     calibrated = sigma is None

@@ -324,8 +324,8 @@ def _check_rows(rows: list[dict[str, Any]], record: dict[str, Any], where: str) 
 
 def read_checkpoint_run(path: Path) -> RunFiles:
     """A checkpoint directory (or file): its record and history (torch, to read the file)."""
+    from .checkpoint_file import CHECKPOINT_NAME, read_checkpoint
     from .checkpoint_integrity import DIGEST_KEY, UNVERIFIED
-    from .runner import CHECKPOINT_NAME, read_checkpoint
 
     checkpoint = path / CHECKPOINT_NAME if path.is_dir() else path
     if not checkpoint.exists():

@@ -2,7 +2,7 @@
 
 A run accounted by one user-level plan (the ULDP-FL algorithms) is re-planned for the rounds it
 completed with the settings its record holds (`plan_algorithm`, as `runner.accounting_plan`
-does) and stated like a plan (`accountants.statement.plan_statement`): every accountant, group
+does) and stated like a plan (`accountants.statements.statement.plan_statement`): every accountant, group
 sizes, the server's view, the attack bounds. The report then checks its RDP user-level epsilon
 against the one the run recorded for its last round: one code path, two callers.
 
@@ -16,8 +16,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from uldp.accountants.algorithms import Plan
-from uldp.accountants.statement import (
+from uldp.accountants.plan import Plan
+from uldp.accountants.statements.statement import (
     DEFAULT_ACCOUNTING,
     Accounting,
     Claim,

@@ -9,13 +9,13 @@ spec's plan, fed the run's settings by the trainer's `plan_params`),
 `accountants.account.account_plan` accounts it, as `uldp account` does.
 
 Randomness: round t draws everything that protects privacy (user sampling, record sampling,
-shuffles, noise) from generators seeded by (entropy, t), uldp-group's flags from (entropy, 7, 1);
-the entropy is 128 fresh bits from `secrets` for every run unless `noise_seed` fixes it for an
-experiment (then anyone who knows it can subtract the noise, and the assumptions say so). The
-data allocation and the model's initial weights (`torch.manual_seed(seed)`) are public choices
-and follow `seed`. A checkpoint after round t holds all a resumed run needs to continue as the
-uninterrupted run would: the parameters, the history, the entropy (so a checkpoint must be kept
-as secret as the noise) and the torch RNG state.
+shuffles, noise) from generators seeded by (entropy, t) (round_rngs.py), uldp-group's flags from
+(entropy, 7, 1); the entropy is 128 fresh bits from `secrets` for every run unless `noise_seed`
+fixes it for an experiment (then anyone who knows it can subtract the noise, and the assumptions
+say so). The data allocation and the model's initial weights (`torch.manual_seed(seed)`) are
+public choices and follow `seed`. A checkpoint after round t (checkpoint_file.py) holds all a
+resumed run needs to continue as the uninterrupted run would: the parameters, the history, the
+entropy (so a checkpoint must be kept as secret as the noise) and the torch RNG state.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import math
 import os
 import secrets
 import time
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,9 +34,8 @@ import numpy as np
 import torch
 
 from uldp.accountants.account import account_plan
-from uldp.accountants.algorithms import Plan
+from uldp.accountants.plan import Plan
 from uldp.errors import DataError, InvalidParameter
-from uldp.input_files import CAPS, open_input
 
 from .algorithms import (
     Algorithm,
@@ -51,14 +49,16 @@ from .algorithms import (
     user_budget_names,
 )
 from .atomic import atomic_write
-from .checkpoint_integrity import DIGEST_KEY, UNVERIFIED, check_structure, content_sha256
+from .checkpoint_file import CHECKPOINT_NAME, read_checkpoint
+from .checkpoint_integrity import DIGEST_KEY, UNVERIFIED, content_sha256
+from .data_key import data_key
 from .metrics_file import MetricsFile
 from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
 from .personal_accounting import PersonalAccounting
+from .round_rngs import phase_rng, round_rngs
 from .run_record import kind_of, run_record, write_record
 from .uninterrupted import uninterrupted
 
-CHECKPOINT_NAME = "checkpoint.pt"
 EVAL_CHUNK = 4096
 
 
@@ -115,23 +115,6 @@ def build_silos(data, device: str = "cpu", dtype: torch.dtype = torch.float32) -
             )
         )
     return silos
-
-
-def round_rngs(
-    entropy: int, round: int, n_silos: int
-) -> tuple[np.random.Generator, list[np.random.Generator]]:
-    """The server's and each silo's generator for round `round` (1-based)."""
-    children = np.random.SeedSequence([entropy, round]).spawn(n_silos + 1)
-    return np.random.default_rng(children[0]), [np.random.default_rng(c) for c in children[1:]]
-
-
-def phase_rng(entropy: int, round: int, silo: int, phase: str) -> np.random.Generator:
-    """Silo `silo`'s generator for phase `phase` of round `round` (a phased algorithm's steps).
-
-    Keyed by the phase's name, so each step draws afresh and the in-process and Flower runs of
-    a fixed --noise-seed draw the same numbers whichever silos a phase reaches."""
-    key = int.from_bytes(phase.encode()[:16].ljust(16, b"\0"), "big")
-    return np.random.default_rng(np.random.SeedSequence([entropy, round, silo, key, 0x5048]))
 
 
 class Silos(Protocol):
@@ -261,8 +244,11 @@ def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algo
     spec = get_algorithm(cfg.algo)
     if not spec.private:
         return None
+    # A `-w` variant is accepted by `uldp account` under its own name (the same numbers as its
+    # base algorithm's, with a note), so the check names the algorithm the user trained.
+    algo = cfg.algo if spec.plan is not None else spec.accounted_as
     parts = [
-        f"uldp account --algo {spec.accounted_as} --sigma {cfg.sigma:g} --rounds {rounds}",
+        f"uldp account --algo {algo} --sigma {cfg.sigma:g} --rounds {rounds}",
         f"--delta {cfg.delta:g}",
         *algorithm.account_flags(cfg, n_silos),
     ]
@@ -409,7 +395,10 @@ def train(
         from .flower.simulation import simulate
 
         grid = current_grid()  # inside a deployed ServerApp (uldp.cli.flower_app)
-        return simulate(data, cfg, **options) if grid is None else deploy(data, cfg, grid, **options)
+        # Flower's engines are handed the round loop rather than import it: trainers/flower stays below it.
+        if grid is None:
+            return simulate(data, cfg, run, **options)
+        return deploy(data, cfg, grid, run, **options)
     if engine != "local":
         raise InvalidParameter(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return run(data, LocalSilos(build_silos(data, device), data.user_silo_counts()), cfg, **options)
@@ -655,54 +644,6 @@ def _personal_assumptions(
     return out
 
 
-def read_checkpoint(checkpoint: Path, device: str = "cpu", *, option: str = "--checkpoint") -> dict:
-    """The state saved in `checkpoint`; `DataError` naming `option` if it cannot be used (with
-    what to do instead when that is `uldp train`'s --checkpoint; `uldp report --run` reads too).
-
-    Loaded with `weights_only=True` (tensors and plain containers only: a checkpoint from
-    elsewhere cannot run code). torch's own messages are not passed on: they advise
-    `weights_only=False`, which would be exactly the wrong advice for a file of unknown origin.
-    The content is checked against the digest saved with it, and its structure against what the
-    round loop reads (`checkpoint_integrity`); a checkpoint from before digests has no
-    `DIGEST_KEY` in the state returned (say so: `checkpoint_integrity.UNVERIFIED`).
-    """
-    training = option == "--checkpoint"
-    if checkpoint.is_dir():
-        raise DataError(
-            f"{option}: {checkpoint} is a directory, not a checkpoint file"
-            + ("; remove it" if training else "")
-        )
-    # Opened once, checked on the open file (a FIFO would block torch.load; a device, a cap).
-    with open_input(checkpoint, option, cap=CAPS["checkpoint"]) as handle:
-        try:
-            with warnings.catch_warnings():  # torch warns about pickle protocols of foreign files
-                warnings.simplefilter("ignore")
-                state = torch.load(handle, map_location=device, weights_only=True)
-        except Exception:
-            # Not only torch's own errors: a damaged zip or pickle also surfaces as IndexError,
-            # KeyError, TypeError, struct.error, UnicodeDecodeError... from inside torch.load.
-            advice = "; give another --checkpoint DIR, or --overwrite to start a new run in this one"
-            raise DataError(
-                f"{option}: {checkpoint} is truncated or not a checkpoint" + (advice if training else "")
-            ) from None
-    advice = "; give another --checkpoint DIR, or --overwrite to replace it" if training else ""
-    try:
-        check_structure(state, f"{option}: {checkpoint}")
-    except DataError as error:
-        raise DataError(f"{error}{advice}") from None
-    if DIGEST_KEY in state:
-        try:
-            same = content_sha256(state) == state[DIGEST_KEY]
-        except TypeError:  # a value no checkpoint holds: not what was saved either
-            same = False
-        if not same:
-            raise DataError(
-                f"{option}: {checkpoint} is damaged: its content does not match the SHA-256 digest "
-                "it was saved with" + advice
-            )
-    return state
-
-
 def _load_checkpoint(
     checkpoint: Path | None, cfg: TrainConfig, data, device: str, params: dict[str, torch.Tensor]
 ) -> dict | None:
@@ -745,20 +686,6 @@ def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
     else:
         entropy = secrets.randbits(128)
     return dataclasses.replace(cfg, noise_seed=entropy)
-
-
-def data_key(data) -> dict:
-    from .rates import rates_digest
-
-    return {
-        "name": data.name,
-        "n_train": int(len(data.y_train)),
-        "n_users": int(data.n_users),
-        "n_silos": int(data.n_silos),
-        "synthetic": bool(data.synthetic),
-        "allocation": repr(sorted(data.allocation.items())) if isinstance(data.allocation, dict) else "",
-        **({"rates": rates_digest(data)} if data.record_q is not None or data.user_q is not None else {}),
-    }
 
 
 def _summary(

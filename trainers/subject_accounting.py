@@ -7,7 +7,7 @@ A subject is one of the data's users (a person), a member one of its silos. Befo
 one subject at one member beyond Z are dropped) and the per-member budget E whose Corollary 3.5
 noise sigma_Z it trains with. After every round, `SubjectAccounting.row` gives the worst
 subject's per-member (local) and federation-wide (horizontal composition, Theorem 3.9) epsilon
-over the holdings the data actually has, by `accountants.horizontal.worst_held`, the code `uldp
+over the holdings the data actually has, by `accountants.subject.horizontal.worst_held`, the code `uldp
 subject --holdings` runs; LocalItemDP and LocalGroupDP add their item-level epsilon, UserLDP its
 user-level LDP (Theorem 3.3). A subject's m items at a LocalItemDP or LocalGroupDP member are
 accounted as the Binomial(m, q) mixture of their draws (`horizontal.MixturePart`), whose RDP
@@ -24,10 +24,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from uldp.accountants.algorithms import dp_sgd_rate
 from uldp.accountants.calibrate import calibrate
 from uldp.accountants.events import SubsampledGaussian
-from uldp.accountants.horizontal import (
+from uldp.accountants.orders import integer_orders
+from uldp.accountants.plan import dp_sgd_rate
+from uldp.accountants.registry import account_event
+from uldp.accountants.subject.horizontal import (
     FederationRun,
     GroupNoise,
     HeldGuarantee,
@@ -35,8 +37,6 @@ from uldp.accountants.horizontal import (
     user_ldp_epsilon,
     worst_held,
 )
-from uldp.accountants.orders import integer_orders
-from uldp.accountants.registry import account_event
 from uldp.errors import InvalidParameter, UnreachableBudget
 
 #: The accounting every figure of a run uses (what `uldp subject` defaults to).
@@ -122,7 +122,7 @@ class SubjectSetup:
 def federation_run(
     algo: str, data, *, sigma: float, item_q: float, rounds: int, local_steps: int
 ) -> FederationRun:
-    """The run as `accountants.horizontal` describes it: every member every round."""
+    """The run as `accountants.subject.horizontal` describes it: every member every round."""
     return FederationRun(data.n_silos, data.n_silos, rounds, local_steps, item_q, sigma, algo)
 
 
@@ -325,7 +325,7 @@ class SubjectAccounting:
         return out
 
     def describe_run(self, cfg, training: dict[str, str]) -> dict[str, str]:
-        """What the figures rest on (`accountants.horizontal`, as `uldp subject` prints them), with
+        """What the figures rest on (`accountants.subject.horizontal`, as `uldp subject` prints them), with
         the algorithm's own `training` lines (what a member's step and the server do)."""
         run = self.run
         out = {

@@ -12,13 +12,12 @@ from collections.abc import Callable
 import click
 
 from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
-from uldp.accountants.algorithms import Plan
 from uldp.accountants.conversion import CONVERSIONS
-from uldp.accountants.group import MAX_PLD_GROUP_K
-from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.events import MAX_PLD_GROUP_K, SubsampledGaussian
 from uldp.accountants.orders import Orders
+from uldp.accountants.plan import Plan
 from uldp.errors import UldpError
-from uldp.trainers.algorithms import accounted_names, get_algorithm, plan_algorithm
+from uldp.trainers.algorithms import accounted_names, algorithm_names, get_algorithm, plan_algorithm
 from uldp.trainers.algorithms.registry import PLAN_OPTIONS
 
 from .options import (
@@ -34,7 +33,7 @@ from .options import (
 
 #: --k: group sizes up to 2^20 records. Lemma 6 doubles the order once per factor of two and the
 #: RDP group bound at 2^20 is already ~1e17 for any useful sigma; the PLD group method stops
-#: earlier (uldp.accountants.group.MAX_PLD_GROUP_K).
+#: earlier (uldp.accountants.events.MAX_PLD_GROUP_K).
 K_MAX = 2**20
 #: --silos: the plans build one mechanism per silo (1e6 took 16 s); cross-silo FL has few silos.
 SILOS_MAX = 10**4
@@ -237,6 +236,29 @@ def algorithm_options(*, many: bool) -> Callable:
     return decorate
 
 
+def accounted_as(algo: str | None) -> str | None:
+    """The algorithm whose mechanism `algo` releases when that is another one (a `-w` variant:
+    its base algorithm), from the registry's `AlgorithmSpec.accounted_as`; None otherwise (and
+    for a name no algorithm is registered under: a plug-in's plan may label its rows freely)."""
+    if algo is None or algo not in algorithm_names():
+        return None
+    base = get_algorithm(algo).accounted_as
+    return base if base not in (None, algo) else None
+
+
+def accounted_as_note(algo: str | None) -> str | None:
+    """The note line for an algorithm accounted as another: its weights (the only difference
+    `AlgorithmSpec.accounted_as` allows, ULDP-FL Eq. 3) leave the mechanism, so the numbers, as
+    they are. The plan's `weights` assumption says why."""
+    base = accounted_as(algo)
+    if base is None:
+        return None
+    return (
+        f"{algo} is accounted as {base}: its weights do not change the released mechanism, "
+        f"so the guarantee is {base}'s (the same numbers)"
+    )
+
+
 def build_plan(
     algo: str | None,
     *,
@@ -392,7 +414,7 @@ def refuse_unread_rdp_options(ctx: click.Context, reads_rdp: bool) -> None:
 
 def may_read_rdp(plans: list[Plan], accountants: list[str], ks: list[int], methods: list[str]) -> bool:
     """Whether `account_plan` may give an RDP bound here: the RDP accountant, a group bound by
-    Lemma 5 or 6, or the server's view of user sampling (accountants/participation.py)."""
+    Lemma 5 or 6, or the server's view of user sampling (accountants/rdp/participation.py)."""
     groups = any(k > 1 for k in ks) or any(p.group_k is not None and p.group_k > 1 for p in plans)
     server_view = any(
         p.algorithm != "mechanism" and p.group_k is None and getattr(p.mechanism, "q", 1) < 1 for p in plans

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from uldp.accountants.dropout import DropoutRound
+from uldp.accountants.dropout.rounds import DropoutRound
 
 from .figures import budget_line, log_rounds_axes, save_png, subplots
 

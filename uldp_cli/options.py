@@ -252,8 +252,9 @@ class AlgorithmChoice(click.Choice):
 
     The choices are read from the registry whenever they are needed, not copied when the option
     is declared, so an algorithm registered later (a plug-in, a test) is offered too.
-    `accounted`: only the algorithms with a mechanism of their own, for account and calibrate
-    (the non-private `default` has none; a `-w` variant is accounted as its base algorithm).
+    `accounted`: only the algorithms with a plan, for account and calibrate (`plan_names`: not
+    the non-private `default`, nor those accounted per record, per round or per subject; a `-w`
+    variant prints its base algorithm's rows).
     """
 
     def __init__(self, *, accounted: bool = False) -> None:
@@ -262,9 +263,10 @@ class AlgorithmChoice(click.Choice):
 
     @property  # type: ignore[override]
     def choices(self) -> tuple[str, ...]:
-        from uldp.trainers.algorithms import accounted_names, algorithm_names
+        from uldp.trainers.algorithms import algorithm_names
+        from uldp.trainers.algorithms.registry import plan_names
 
-        return accounted_names() if self.accounted else algorithm_names()
+        return plan_names() if self.accounted else algorithm_names()
 
     @choices.setter
     def choices(self, value: Any) -> None:

@@ -20,8 +20,8 @@ from pathlib import Path
 import click
 import numpy as np
 
-from uldp.accountants.personalization import STATUSES, Personalization
-from uldp.accountants.rate_search import ScfFit
+from uldp.accountants.personalized.rate_search import ScfFit
+from uldp.accountants.personalized.record_rates import STATUSES, Personalization
 from uldp.errors import DataError
 from uldp.input_files import CAPS, open_text
 

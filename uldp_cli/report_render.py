@@ -8,8 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
-from uldp.accountants.statement import Claim, Statement, meaning
-from uldp.accountants.tradeoff import FPRS, roc_bound, tpr_from_dp
+from uldp.accountants.statements.statement import Claim, Statement, meaning
+from uldp.accountants.statements.tradeoff import FPRS, roc_bound, tpr_from_dp
 
 from .render import format_cell
 

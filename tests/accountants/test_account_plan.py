@@ -2,10 +2,15 @@
 
 import pytest
 
-from uldp.accountants.account import account, account_plan, group_level, record_level
-from uldp.accountants.algorithms import Plan
-from uldp.accountants.mechanism import SubsampledGaussian
-from uldp.accountants.participation import known_participation_epsilon
+from uldp.accountants.account import (
+    account,
+    account_plan,
+    group_level,
+    known_participation_epsilon,
+    record_level,
+)
+from uldp.accountants.events import SubsampledGaussian
+from uldp.accountants.plan import Plan
 from uldp.trainers.algorithms import plan_algorithm
 
 DELTA = 1e-5

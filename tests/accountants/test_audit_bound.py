@@ -1,4 +1,4 @@
-"""One-run privacy audit (accountants/audit_bound.py): the p-value and the epsilon lower bound of
+"""One-run privacy audit (accountants/statements/audit_bound.py): the p-value and the epsilon lower bound of
 Steinke, Nasr, Jagielski 2023 against the paper's own Appendix D code (transcribed below as the
 reference), their monotonicity, the guesser, the Bonferroni-corrected best bound over guess counts
 and its false-positive rate when the scores carry no information."""
@@ -13,7 +13,7 @@ import scipy.stats
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uldp.accountants.audit_bound import (
+from uldp.accountants.statements.audit_bound import (
     CONFIDENCE,
     GUESS_FRACTIONS,
     AuditBound,

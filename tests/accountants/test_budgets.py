@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from uldp.accountants.budgets import BUDGET_RANGE, DISTRIBUTIONS, describe, sample_budgets
+from uldp.accountants.personalized.budgets import BUDGET_RANGE, DISTRIBUTIONS, describe, sample_budgets
 
 
 @pytest.mark.parametrize("name", list(DISTRIBUTIONS))

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from uldp.accountants.account import record_level
 from uldp.accountants.calibrate import calibrate_rate, calibrate_sigma, calibrate_steps
-from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.events import SubsampledGaussian
 
 
 def eps(sigma, q, steps):

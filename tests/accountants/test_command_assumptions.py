@@ -2,11 +2,11 @@
 
 import numpy as np
 
-from uldp.accountants.dropout_assumptions import dropout_assumptions
-from uldp.accountants.horizontal import FederationRun
-from uldp.accountants.personalization import personalization_assumptions, personalize
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
-from uldp.accountants.subject_assumptions import subject_assumptions
+from uldp.accountants.dropout.assumptions import dropout_assumptions
+from uldp.accountants.personalized.record_rates import personalization_assumptions, personalize
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL
+from uldp.accountants.subject.assumptions import subject_assumptions
+from uldp.accountants.subject.horizontal import FederationRun
 
 RDP = {"accountant": "rdp", "conversion": "improved", "orders": "default"}
 

@@ -2,9 +2,8 @@
 
 import pytest
 
-from uldp.accountants.account import record_level
-from uldp.accountants.composition import rdp_epsilon
-from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.account import rdp_epsilon, record_level
+from uldp.accountants.events import SubsampledGaussian
 
 
 @pytest.mark.parametrize(

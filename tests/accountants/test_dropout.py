@@ -7,7 +7,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uldp.accountants.dropout import (
+from uldp.accountants.dropout.accounting import (
+    PAPER_ACCOUNTING,
+    dropout_epsilon,
+    max_rounds,
+    server_epsilon,
+    server_max_rounds,
+)
+from uldp.accountants.dropout.rounds import (
     DropoutRound,
     dropped_count,
     participant_weights,
@@ -15,15 +22,8 @@ from uldp.accountants.dropout import (
     surviving_weight_sum,
     weighted_round,
 )
-from uldp.accountants.dropout_accounting import (
-    PAPER_ACCOUNTING,
-    dropout_epsilon,
-    max_rounds,
-    server_epsilon,
-    server_max_rounds,
-)
-from uldp.accountants.dropout_report import dropout_report
-from uldp.accountants.participation import known_participation_delta
+from uldp.accountants.dropout.tables import dropout_report
+from uldp.accountants.rdp.participation import known_participation_delta
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -179,7 +179,7 @@ def test_replace_one_pair_is_dominated_by_the_accounted_pair(z, q):
     replace-one relation it states (Prop. 1-2) gives the pair with shifts a, b, |a| <= C/n' and
     |b| <= C/n' (at most 1/2 in the units of 2C/n' used here). Its Renyi divergence never exceeds
     the accounted one. This covers the RDP accountant only; see the PLD test below."""
-    from uldp.accountants.rdp import subsampled_gaussian_rdp
+    from uldp.accountants.rdp.curves import subsampled_gaussian_rdp
 
     for alpha in (2.0, 8.0, 32.0):
         accounted = subsampled_gaussian_rdp(np.array([alpha]), z, q)[0]

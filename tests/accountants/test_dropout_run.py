@@ -1,4 +1,4 @@
-"""A run's rounds as they happened (accountants/dropout_run.py): the same numbers as `uldp dropout`
+"""A run's rounds as they happened (accountants/dropout/run_spend.py): the same numbers as `uldp dropout`
 for the same rounds, the calibration-phase dropouts' multipliers against a simulation of
 Algorithm 2, and the composition of unequal rounds."""
 
@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from uldp.accountants.dropout import DropoutRound, rate_only_round, weighted_round
-from uldp.accountants.dropout_accounting import dropout_epsilon, server_epsilon
-from uldp.accountants.dropout_run import ObservedRound, run_epsilons, run_events
+from uldp.accountants.dropout.accounting import dropout_epsilon, server_epsilon
+from uldp.accountants.dropout.rounds import DropoutRound, rate_only_round, weighted_round
+from uldp.accountants.dropout.run_spend import ObservedRound, run_epsilons, run_events
 from uldp.accountants.events import Composed, KnownParticipation, SubsampledGaussian
 from uldp.accountants.registry import account_event
 from uldp.errors import InvalidParameter

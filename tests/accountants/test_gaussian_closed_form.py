@@ -1,4 +1,4 @@
-"""The exact curve of composed plain Gaussians (accountants/gaussian.py), and the dropout views
+"""The exact curve of composed plain Gaussians (accountants/tight/gaussian.py), and the dropout views
 that use it at user-q = 1 (issue 32, item 10): checked against dp-accounting, never below it by
 more than its discretisation, always below RDP."""
 
@@ -9,11 +9,11 @@ import math
 import dp_accounting
 import pytest
 
-from uldp.accountants.dropout import DropoutRound
-from uldp.accountants.dropout_accounting import dropout_epsilon, max_rounds, server_epsilon, server_max_rounds
-from uldp.accountants.dropout_run import ObservedRound, run_accountant_epsilons, run_epsilons
+from uldp.accountants.dropout.accounting import dropout_epsilon, max_rounds, server_epsilon, server_max_rounds
+from uldp.accountants.dropout.rounds import DropoutRound
+from uldp.accountants.dropout.run_spend import ObservedRound, run_accountant_epsilons, run_epsilons
 from uldp.accountants.events import Composed, KnownParticipation, SubsampledGaussian
-from uldp.accountants.gaussian import (
+from uldp.accountants.tight.gaussian import (
     composed_mu,
     exact_gaussian_epsilon,
     gaussian_delta_at,

@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.accountants.account import account, group_level, record_level
-from uldp.accountants.group import doubling_exponent, normal_group, rdp_group
-from uldp.accountants.mechanism import SubsampledGaussian
-from uldp.accountants.profile import RdpProfile
+from uldp.accountants.events import SubsampledGaussian
+from uldp.accountants.rdp.group import doubling_exponent, normal_group, rdp_group
+from uldp.accountants.rdp.profile import RdpProfile
 
 FIG2 = SubsampledGaussian(sigma=5.0, q=0.01, steps=100_000)
 LOG_DELTA = math.log(1e-5)

@@ -8,9 +8,9 @@ import pytest
 from scipy.stats import binom
 
 from uldp.accountants.events import Composed, Group, SubsampledGaussian
-from uldp.accountants.pld import _default_discretization
 from uldp.accountants.registry import account_event
-from uldp.accountants.tradeoff import POINT_SOURCE, attack_bound
+from uldp.accountants.statements.tradeoff import POINT_SOURCE, attack_bound
+from uldp.accountants.tight.pld import _default_discretization
 
 DELTA = 1e-5
 #: Two phases of an Opacus history (a learning-rate schedule that changed the noise and batch).

@@ -11,8 +11,8 @@ import pytest
 
 from uldp.accountants.conversion import epsilon_curve
 from uldp.accountants.events import SubsampledGaussian
-from uldp.accountants.group import _normal_group_at, normal_group
-from uldp.accountants.profile import RdpProfile
+from uldp.accountants.rdp.group import _normal_group_at, normal_group
+from uldp.accountants.rdp.profile import RdpProfile
 
 LOG_DELTA = math.log(1e-5)
 #: The grid's best order sat 1.5% above the best real order here (238.2 against 234.7).

@@ -17,12 +17,17 @@ from dp_accounting.rdp.rdp_privacy_accountant import DEFAULT_RDP_ORDERS, RdpAcco
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uldp.accountants.dp_events import dp_event_from_dict, dp_event_to_dict, silo_dp_events, to_dp_event
 from uldp.accountants.events import Composed, Group, KnownParticipation, ParallelSilos, SubsampledGaussian
-from uldp.accountants.external import DpSgdDescription, opacus_events, read_opacus_file
 from uldp.accountants.orders import TF_PRIVACY_ORDERS
-from uldp.accountants.pld import _default_discretization
 from uldp.accountants.registry import account_event
+from uldp.accountants.statements.dp_events import (
+    dp_event_from_dict,
+    dp_event_to_dict,
+    silo_dp_events,
+    to_dp_event,
+)
+from uldp.accountants.statements.external import DpSgdDescription, opacus_events, read_opacus_file
+from uldp.accountants.tight.pld import _default_discretization
 from uldp.errors import DataError, InvalidParameter
 
 DELTA = 1e-5
@@ -109,7 +114,7 @@ def test_events_dp_accounting_cannot_describe_are_refused_with_the_reason(event,
 @pytest.mark.parametrize("mech", RUNS, ids=str)
 def test_dp_accounting_pld_accountant_gives_our_pld_epsilon(mech):
     """Same PLDs (pessimistic, connect-the-dots, add-or-remove) on the same grid. They differ only
-    in how the self-composition is carried out (we compose a dense copy, accountants/pld.py
+    in how the self-composition is carried out (we compose a dense copy, accountants/tight/pld.py
     `_as_dense`), so in rounding and in the 1e-15 tail truncation: measured up to 7e-11 relative."""
     theirs = their_pld_epsilon(to_dp_event(mech), DELTA, _default_discretization(mech, (1,)))
     ours = account_event(mech, DELTA, "pld").epsilon

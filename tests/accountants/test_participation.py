@@ -1,4 +1,4 @@
-"""Known participation (the server's view of user sub-sampling), accountants/participation.py."""
+"""Known participation (the server's view of user sub-sampling), accountants/rdp/participation.py."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binom, norm
 
-from uldp.accountants.account import record_level
-from uldp.accountants.mechanism import SubsampledGaussian
-from uldp.accountants.participation import known_participation_epsilon, known_participation_rdp
-from uldp.accountants.rdp import subsampled_gaussian_rdp
+from uldp.accountants.account import known_participation_epsilon, record_level
+from uldp.accountants.events import SubsampledGaussian
+from uldp.accountants.rdp.curves import subsampled_gaussian_rdp
+from uldp.accountants.rdp.participation import known_participation_rdp
 
 
 def exact_delta(eps: float, sigma: float, q: float, rounds: int) -> float:

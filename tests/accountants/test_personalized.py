@@ -9,14 +9,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from uldp.accountants.conversion import epsilon_curve
-from uldp.accountants.personalized import (
+from uldp.accountants.personalized.record_spend import (
     PERSONALIZED_ORDERS,
     EpsilonCurve,
     RecordSampledFL,
     calibrate_sigma,
     fl_rdp,
 )
-from uldp.accountants.rdp import subsampled_gaussian_rdp, subsampled_gaussian_rdp_grid
+from uldp.accountants.rdp.curves import subsampled_gaussian_rdp, subsampled_gaussian_rdp_grid
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

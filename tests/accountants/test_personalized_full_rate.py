@@ -16,8 +16,8 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import binom, norm
 
-from uldp.accountants.personalization import personalize
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, calibrate_sigma
+from uldp.accountants.personalized.record_rates import personalize
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL, calibrate_sigma
 
 DELTA = 1e-5
 

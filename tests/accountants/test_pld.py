@@ -1,4 +1,4 @@
-"""PLD accountant (accountants/pld.py): record level against dp-accounting, group level against
+"""PLD accountant (accountants/tight/pld.py): record level against dp-accounting, group level against
 closed forms and the RDP / normal-DP group bounds, discretisation error, silos."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from uldp.accountants.account import group_level, record_level
-from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
-from uldp.accountants.pld import MAX_PARTITIONS, _default_discretization, pld_epsilon
+from uldp.accountants.events import ParallelSilos, SubsampledGaussian
+from uldp.accountants.tight.pld import MAX_PARTITIONS, _default_discretization, pld_epsilon
 
 FIG2 = SubsampledGaussian(sigma=5.0, q=0.01, steps=100_000)
 DELTA = 1e-5
@@ -179,8 +179,8 @@ def test_a_composition_of_different_mechanisms_on_one_adaptive_grid():
     import dp_accounting
     from dp_accounting.pld.pld_privacy_accountant import PLDAccountant
 
-    from uldp.accountants.composition import rdp_epsilon
-    from uldp.accountants.pld import pld_epsilon_composed
+    from uldp.accountants.account import rdp_epsilon
+    from uldp.accountants.tight.pld import pld_epsilon_composed
 
     a, b = SubsampledGaussian(20.0, 1e-3, 10_000), SubsampledGaussian(20.0, 2e-3, 5_000)
     assert pld_epsilon_composed([a], DELTA) == pld_epsilon(a, DELTA)

@@ -7,7 +7,7 @@ from scipy.stats import binom
 
 from uldp.accountants.account import account_plan
 from uldp.accountants.events import ParallelSilos, SubsampledGaussian
-from uldp.accountants.pld import pld_epsilon
+from uldp.accountants.tight.pld import pld_epsilon
 from uldp.trainers.algorithms import plan_algorithm
 
 SILOS = ((1.5, 0.05, 60), (1.5, 0.2, 15))

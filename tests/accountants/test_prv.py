@@ -1,4 +1,4 @@
-"""PRV accountant (accountants/prv.py): both directions, against the PLD and closed forms."""
+"""PRV accountant (accountants/tight/prv.py): both directions, against the PLD and closed forms."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from uldp.accountants.account import record_level
-from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
-from uldp.accountants.pld import pld_epsilon
-from uldp.accountants.prv import _add_direction, prv_epsilon
+from uldp.accountants.events import ParallelSilos, SubsampledGaussian
+from uldp.accountants.tight.pld import pld_epsilon
+from uldp.accountants.tight.prv import _add_direction, prv_epsilon
 
 DELTA = 1e-5
 

@@ -9,11 +9,10 @@ import pytest
 
 from uldp.accountants.account import record_level
 from uldp.accountants.calibrate import calibrate_event
-from uldp.accountants.events import SIGMA_MAX, SIGMA_MIN, TIGHT_SIGMA_MIN, SubsampledGaussian
-from uldp.accountants.group import MAX_PLD_GROUP_K
+from uldp.accountants.events import MAX_PLD_GROUP_K, SIGMA_MAX, SIGMA_MIN, TIGHT_SIGMA_MIN, SubsampledGaussian
 from uldp.accountants.orders import MAX_ORDER, Orders
-from uldp.accountants.pld import pld_epsilon
-from uldp.accountants.prv import prv_epsilon
+from uldp.accountants.tight.pld import pld_epsilon
+from uldp.accountants.tight.prv import prv_epsilon
 from uldp.errors import InvalidParameter
 
 

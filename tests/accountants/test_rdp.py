@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.accountants.conversion import rdp_to_dp
-from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+from uldp.accountants.events import ParallelSilos, SubsampledGaussian
 from uldp.accountants.orders import DEFAULT_ORDERS
-from uldp.accountants.rdp import gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
+from uldp.accountants.rdp.curves import gaussian_rdp, mechanism_rdp, subsampled_gaussian_rdp
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

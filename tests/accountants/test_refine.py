@@ -9,7 +9,7 @@ import pytest
 from uldp.accountants.account import group_level, record_level
 from uldp.accountants.conversion import TV_RULE_NOTE, rdp_to_dp
 from uldp.accountants.events import SubsampledGaussian
-from uldp.accountants.rdp import event_rdp
+from uldp.accountants.rdp.curves import event_rdp
 
 
 def best_real_order(event, delta, lo, hi, points=4000):

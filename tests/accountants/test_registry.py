@@ -10,8 +10,8 @@ from uldp.accountants.account import group_level, record_level
 from uldp.accountants.conversion import rdp_to_dp, refine
 from uldp.accountants.events import Composed, Group, KnownParticipation, ParallelSilos, SubsampledGaussian
 from uldp.accountants.orders import Orders
-from uldp.accountants.participation import known_participation_exact_epsilon, known_participation_rdp
-from uldp.accountants.rdp import event_rdp
+from uldp.accountants.rdp.curves import event_rdp
+from uldp.accountants.rdp.participation import known_participation_exact_epsilon, known_participation_rdp
 from uldp.accountants.registry import ACCOUNTANTS, account_event
 from uldp.errors import InvalidParameter
 

@@ -8,9 +8,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import uldp.accountants.rate_search as sampling_rates
-from uldp.accountants.budgets import sample_budgets
-from uldp.accountants.personalization import (
+import uldp.accountants.personalized.rate_search as sampling_rates
+from uldp.accountants.personalized.budgets import sample_budgets
+from uldp.accountants.personalized.rate_search import (
+    GRID_RATIO,
+    SCF_EXACT_CHECK_LIMIT,
+    epsilon_table,
+    feasible_range,
+    fit_scf,
+    rate_grid,
+)
+from uldp.accountants.personalized.record_rates import (
     CAPPED,
     EXCLUDED_HIGH,
     EXCLUDED_LOW,
@@ -20,15 +28,7 @@ from uldp.accountants.personalization import (
     check_budgets,
     personalize,
 )
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
-from uldp.accountants.rate_search import (
-    GRID_RATIO,
-    SCF_EXACT_CHECK_LIMIT,
-    epsilon_table,
-    feasible_range,
-    fit_scf,
-    rate_grid,
-)
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL
 
 RUNS = {
     "calibrated": RecordSampledFL(12.02, 10, 50, 1.0),  # largest budget 10 at q = 1
@@ -313,7 +313,7 @@ def test_bad_settings(kwargs, message):
 
 
 def test_scf_budgets_the_fit_never_reaches_get_the_smallest_rate(monkeypatch):
-    import uldp.accountants.personalization as rates
+    import uldp.accountants.personalized.record_rates as rates
 
     floor_at_5 = rates.ScfFit(a=1.0, b=0.0, c=5.0, r2=0.5, qs=np.zeros(0), epsilons=np.zeros(0))
     monkeypatch.setattr(rates, "fit_scf", lambda curve, q_cap, points: floor_at_5)

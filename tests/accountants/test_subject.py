@@ -8,7 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from uldp.accountants.account import record_level
-from uldp.accountants.horizontal import (
+from uldp.accountants.events import SubsampledGaussian
+from uldp.accountants.subject.holdings import (
+    allocate_items,
+    holdings_from_pairs,
+    read_holdings,
+    subject_sampling_rate,
+)
+from uldp.accountants.subject.horizontal import (
     MECHANISMS,
     FederationRun,
     account_subjects,
@@ -23,8 +30,6 @@ from uldp.accountants.horizontal import (
     user_ldp_epsilon,
     worst_held,
 )
-from uldp.accountants.mechanism import SubsampledGaussian
-from uldp.accountants.subject import allocate_items, holdings_from_pairs, read_holdings, subject_sampling_rate
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

@@ -8,7 +8,9 @@ import pytest
 from scipy.special import logsumexp
 from scipy.stats import binom
 
-from uldp.accountants.horizontal import (
+from uldp.accountants.orders import DEFAULT_ORDERS
+from uldp.accountants.rdp.curves import subsampled_gaussian_rdp
+from uldp.accountants.subject.horizontal import (
     FederationRun,
     MixturePart,
     composed_epsilon,
@@ -19,8 +21,6 @@ from uldp.accountants.horizontal import (
     subject_guarantee,
     worst_held,
 )
-from uldp.accountants.orders import DEFAULT_ORDERS
-from uldp.accountants.rdp import subsampled_gaussian_rdp
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

@@ -1,4 +1,4 @@
-"""Attack bounds (accountants/tradeoff.py): the TPR a membership-inference attacker can reach at
+"""Attack bounds (accountants/statements/tradeoff.py): the TPR a membership-inference attacker can reach at
 a given FPR, from each accountant's privacy profile, against closed forms (the Gaussian's
 trade-off curve), dp-accounting's own PLD accountant and prv-accountant's compute_delta."""
 
@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from scipy.stats import norm
 
 from uldp.accountants.events import Composed, Group, KnownParticipation, ParallelSilos, SubsampledGaussian
-from uldp.accountants.participation import known_participation_delta
+from uldp.accountants.rdp.participation import known_participation_delta
 from uldp.accountants.registry import account_event
-from uldp.accountants.tradeoff import (
+from uldp.accountants.statements.tradeoff import (
     FPRS,
     GRID_POINTS,
     POINT_SOURCE,
@@ -124,7 +124,7 @@ def test_sub_sampled_against_dp_accountings_pld_accountant():
 
 
 def test_pld_delta_is_dp_accountings_get_delta_for_epsilon():
-    from uldp.accountants.pld import pld_distributions
+    from uldp.accountants.tight.pld import pld_distributions
 
     (pld,) = pld_distributions(SubsampledGaussian(1.5, 0.2, 30))
     eps = np.linspace(0.0, 8.0, 300)
@@ -132,7 +132,7 @@ def test_pld_delta_is_dp_accountings_get_delta_for_epsilon():
 
 
 def test_prv_delta_is_compute_deltas_upper_bound():
-    from uldp.accountants.prv import silo_composition
+    from uldp.accountants.tight.prv import silo_composition
 
     for add in (False, True):
         composed, eps_error = silo_composition(SMALL, PRV_EPS_ERROR, PRV_DELTA_ERROR, add)

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from uldp.accountants.account import known_participation_epsilon
 from uldp.accountants.conversion import epsilon_curve
-from uldp.accountants.participation import known_participation_epsilon
-from uldp.accountants.personalization import CAPPED, EXCLUDED_LOW, OK, personalize
-from uldp.accountants.personalized import PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL
-from uldp.accountants.user_rates import (
+from uldp.accountants.personalized.record_rates import CAPPED, EXCLUDED_LOW, OK, personalize
+from uldp.accountants.personalized.record_spend import PERSONALIZED_ORDERS, EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized.user_rates import (
     UserSampledULDP,
     calibrate_user_sigma,
     server_epsilon,
@@ -96,7 +96,7 @@ def test_the_server_sees_at_most_plain_gaussian_rounds_and_its_known_participati
     accountant.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(5.0), 100))
     plain = accountant.get_epsilon(DELTA)
     curve = user_curve(5.0, 100, DELTA)
-    # at q_u = 1 the curve is the plain rounds' exact epsilon (accountants/gaussian.py), below RDP
+    # at q_u = 1 the curve is the plain rounds' exact epsilon (accountants/tight/gaussian.py), below RDP
     # and equal to dp-accounting's PLD of the same rounds within its discretisation
     pld = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
     pld.compose(dp_accounting.GaussianDpEvent(5.0), 100)

@@ -6,8 +6,7 @@ import sys
 
 import pytest
 
-from uldp.accountants.account import record_level
-from uldp.accountants.participation import known_participation_epsilon
+from uldp.accountants.account import known_participation_epsilon, record_level
 from uldp.trainers.algorithms import plan_algorithm
 
 from .invoke import command_runner

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from uldp.accountants.account import record_level
-from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.events import SubsampledGaussian
 from uldp.cli.main import cli
 from uldp.trainers.algorithms import AlgorithmSpec, algorithm_names, register, unregister
 from uldp.trainers.algorithms.base import SiloDelta, gaussian
@@ -119,9 +119,12 @@ def test_completion_offers_the_registered_names_with_their_help(toy):
 
     items = AlgorithmChoice().shell_complete(None, None, "t")
     assert [(i.value, i.help) for i in items] == [("toy", TOY.help)]
+    # account and calibrate offer every algorithm with a plan, the -w variant too (issue 33).
     assert [i.value for i in AlgorithmChoice(accounted=True).shell_complete(None, None, "uldp-a")] == [
-        "uldp-avg"
+        "uldp-avg",
+        "uldp-avg-w",
     ]
+    assert [i.value for i in AlgorithmChoice(accounted=True).shell_complete(None, None, "d")] == []
 
 
 def test_the_options_account_accepts_come_from_the_spec_plan_options():

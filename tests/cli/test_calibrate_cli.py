@@ -6,7 +6,7 @@ import pytest
 from click.testing import CliRunner
 
 from uldp.accountants.account import group_level, record_level
-from uldp.accountants.mechanism import SubsampledGaussian
+from uldp.accountants.events import SubsampledGaussian
 from uldp.cli.main import cli
 
 

@@ -6,7 +6,7 @@ import json
 
 from click.testing import CliRunner
 
-from uldp.accountants.participation import known_participation_epsilon
+from uldp.accountants.account import known_participation_epsilon
 from uldp.cli.main import cli
 
 from .invoke import command_runner

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from uldp.accountants.dropout import rate_only_round, weighted_round
-from uldp.accountants.dropout_accounting import dropout_epsilon, server_epsilon, server_max_rounds
+from uldp.accountants.dropout.accounting import dropout_epsilon, server_epsilon, server_max_rounds
+from uldp.accountants.dropout.rounds import rate_only_round, weighted_round
 
 from .invoke import command_runner
 

@@ -124,7 +124,7 @@ def test_prv_that_cannot_discretise_is_refused_with_the_reason_and_the_alternati
 
 
 def test_pld_group_of_a_million_is_refused_with_the_largest_k_it_serves() -> None:
-    from uldp.accountants.group import MAX_PLD_GROUP_K
+    from uldp.accountants.events import MAX_PLD_GROUP_K
 
     args = [
         "account",

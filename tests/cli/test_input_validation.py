@@ -16,7 +16,7 @@ import yaml
 
 from tests.cli.fuzz import assert_contract, run
 from tests.cli.fuzz_options import FEW_ORDERS, command_named
-from uldp.accountants.subject import read_holdings
+from uldp.accountants.subject.holdings import read_holdings
 from uldp.cli.config import read_config
 from uldp.cli.main import SUBCOMMANDS
 from uldp.cli.options import PositiveInt, integral

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from uldp_cli import locks
-from uldp_cli.locks import Locked, acquire, lock_path, release
+from uldp.cli import locks
+from uldp.cli.locks import Locked, acquire, lock_path, release
 
 TRIALS = 30
 RACERS = 4
@@ -81,7 +81,7 @@ def test_racers_on_a_stale_lock_get_it_exactly_once_each_time(tmp_path: Path, mo
 
 HOLDER = """
 import sys, time
-from uldp_cli.locks import acquire
+from uldp.cli.locks import acquire
 acquire(sys.argv[1], "--checkpoint")
 print("held", flush=True)
 time.sleep(120)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL
 
 from .invoke import command_runner, read_rows, write_budgets
 

@@ -11,8 +11,8 @@ import time
 import numpy as np
 import pytest
 
-from uldp.accountants.personalization import personalize
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized.record_rates import personalize
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL
 
 from .invoke import command_runner
 
@@ -103,7 +103,7 @@ def test_bisect_refuses_more_distinct_budgets_than_it_serves_before_any_work():
 
 
 def test_curve_evaluates_many_rates_in_chunks_with_the_same_values(monkeypatch):
-    from uldp.accountants import personalized
+    from uldp.accountants.personalized import record_spend as personalized
 
     curve = EpsilonCurve(RecordSampledFL(1.2, 10, 50), 1e-5)
     qs = np.geomspace(1e-4, 1, 7)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from uldp.accountants.conversion import epsilon_curve
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL, fl_rdp_real
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL, fl_rdp_real
 
 from .invoke import command_runner
 

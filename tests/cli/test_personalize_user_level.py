@@ -6,7 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from uldp.accountants.user_rates import calibrate_user_sigma, server_epsilon, user_curve, user_rates
+from uldp.accountants.personalized.user_rates import (
+    calibrate_user_sigma,
+    server_epsilon,
+    user_curve,
+    user_rates,
+)
 
 from .invoke import command_runner, read_rows, write_budgets
 

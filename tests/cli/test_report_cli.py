@@ -13,7 +13,7 @@ import jsonschema
 import pytest
 
 from tests.cli.invoke import command_runner
-from uldp.accountants.report_schema import schema, schema_text
+from uldp.accountants.statements.report_schema import schema, schema_text
 from uldp.trainers.run_record import record_path, write_record
 
 report, report_json = command_runner("report")
@@ -156,7 +156,7 @@ def test_the_dp_event_export_re_accounts_to_the_same_epsilon_in_dp_accounting():
     from dp_accounting.pld import PLDAccountant
     from dp_accounting.rdp import RdpAccountant
 
-    from uldp.accountants.dp_events import dp_event_from_dict
+    from uldp.accountants.statements.dp_events import dp_event_from_dict
 
     result = report(*MECHANISM, "--dp-event")
     assert result.exit_code == 0, result.output

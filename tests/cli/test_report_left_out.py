@@ -12,7 +12,7 @@ import pytest
 
 from tests.cli.fuzz import assert_contract
 from tests.cli.invoke import command_runner
-from uldp.accountants.report_schema import schema
+from uldp.accountants.statements.report_schema import schema
 
 report, report_json = command_runner("report")
 

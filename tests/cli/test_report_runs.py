@@ -10,7 +10,7 @@ import jsonschema
 import pytest
 
 from tests.cli.invoke import command_runner
-from uldp.accountants.report_schema import schema
+from uldp.accountants.statements.report_schema import schema
 
 report, report_json = command_runner("report")
 train, _ = command_runner("train")

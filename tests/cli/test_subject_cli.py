@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from uldp.accountants.horizontal import (
+from uldp.accountants.subject.horizontal import (
     MECHANISMS,
     FederationRun,
     group_noise,

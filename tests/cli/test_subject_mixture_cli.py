@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from uldp.accountants.horizontal import FederationRun, subject_guarantee
+from uldp.accountants.subject.horizontal import FederationRun, subject_guarantee
 
 from .fuzz import assert_contract
 from .invoke import command_runner

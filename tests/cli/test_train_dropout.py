@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.cli.invoke import command_runner
-from uldp.accountants.gaussian import gaussian_epsilon
+from uldp.accountants.tight.gaussian import gaussian_epsilon
 
 train, train_json = command_runner("train")
 dropout, dropout_json = command_runner("dropout")

@@ -331,7 +331,7 @@ def test_an_interrupted_rpdp_run_resumes_from_its_checkpoint_as_the_whole_run(tm
 
 
 def test_the_distribution_choices_are_the_scenarios_of_uldp_personalize():
-    from uldp.accountants.budgets import DISTRIBUTIONS
+    from uldp.accountants.personalized.budgets import DISTRIBUTIONS
     from uldp.cli.commands import train as train_command
 
     assert train_command.BUDGET_DISTRIBUTIONS == tuple(DISTRIBUTIONS)

@@ -21,6 +21,7 @@ import torch
 from tests.cli.fuzz import assert_contract, run
 from uldp.cli.commands import train as train_command
 from uldp.trainers import runner
+from uldp.trainers.checkpoint_file import CHECKPOINT_NAME, read_checkpoint
 
 BASE = ("train", "--algo", "uldp-avg", "--dataset", "heart-disease", "--rounds", "2", "--users", "8")
 UL = [sys.executable, "-m", "uldp"]
@@ -46,7 +47,7 @@ def _checkpoint(tmp_path: Path) -> Path:
 
 
 def test_checkpoint_name_matches_the_runner() -> None:
-    assert train_command.CHECKPOINT_FILE == runner.CHECKPOINT_NAME
+    assert train_command.CHECKPOINT_FILE == CHECKPOINT_NAME
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbage", "pickle", "missing keys", "not a dict"])
@@ -208,7 +209,7 @@ def test_cli_stops_at_nan_keeps_the_last_finite_round(
     result = run(*BASE, *args)  # json: no progress lines, so stderr is the Error line alone
     line = _one_error(result, "round 2", "--global-lr", "round 1")
     assert "diverged" in line
-    assert runner.read_checkpoint(tmp_path / "ck" / "checkpoint.pt")["round"] == 1
+    assert read_checkpoint(tmp_path / "ck" / "checkpoint.pt")["round"] == 1
     assert [json.loads(row)["round"] for row in metrics.read_text().splitlines()] == [1]
     assert not (tmp_path / "ck" / "checkpoint.pt.lock").exists()
 
@@ -259,7 +260,7 @@ def test_second_run_on_the_same_files_is_refused_and_sigterm_ends_the_first(tmp_
     leftovers = [p.name for p in [*tmp_path.iterdir(), *checkpoint.iterdir()] if p.name.endswith(".tmp")]
     assert leftovers == []
     # What it says it completed is what the checkpoint holds: a resume continues from there.
-    done = runner.read_checkpoint(checkpoint / "checkpoint.pt")["round"]
+    done = read_checkpoint(checkpoint / "checkpoint.pt")["round"]
     assert f"Interrupted after round {done} " in err
 
 

@@ -25,7 +25,8 @@ from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 from uldp.cli import flower_app  # noqa: E402
 from uldp.cli.main import cli  # noqa: E402
 from uldp.trainers.flower import records  # noqa: E402
-from uldp.trainers.flower.server import FlowerSilos, RunDescription  # noqa: E402
+from uldp.trainers.flower.records import RunDescription  # noqa: E402
+from uldp.trainers.flower.server import FlowerSilos  # noqa: E402
 
 NODES = {0: 4101, 1: 4102, 2: 4103}  # silo -> SuperNode id
 DESCRIPTION = RunDescription(

@@ -14,7 +14,8 @@ from uldp.trainers.algorithms.group import contribution_flags, resolve_group_k
 from uldp.trainers.algorithms.naive import naive_noise_std
 from uldp.trainers.algorithms.weighting import plaintext_weighted_sum, record_count_weights, uniform_weights
 from uldp.trainers.models import build_model, loss_for, parameter_count
-from uldp.trainers.runner import build_silos, round_rngs
+from uldp.trainers.round_rngs import round_rngs
+from uldp.trainers.runner import build_silos
 
 from .synthetic import make_data, without_user
 

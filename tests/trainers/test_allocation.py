@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from uldp.accountants.subject import allocate_items
+from uldp.accountants.subject.holdings import allocate_items
 from uldp.errors import DataError
 from uldp.trainers.data import allocation as al
 
@@ -221,7 +221,7 @@ def test_power_ranks_follow_the_power_distribution(alpha):
 
 @pytest.mark.parametrize("alpha", [0.5, 4.0, 16.0])
 def test_power_shares_of_one_big_user_match_allocate_items(alpha):
-    # accountants.subject.allocate_items gives the expected counts, largest first
+    # accountants.subject.holdings.allocate_items gives the expected counts, largest first
     n, n_silos = 200_000, 8
     users, silos = al.allocate_free(n, n_users=1, n_silos=n_silos, method="power", rng=rng(9), alpha=alpha)
     assert np.all(users == 0)

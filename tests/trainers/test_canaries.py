@@ -10,6 +10,7 @@ from torch.func import functional_call, grad
 from uldp.errors import InvalidParameter
 from uldp.trainers import canaries
 from uldp.trainers.algorithms import TrainConfig, faults
+from uldp.trainers.algorithms.dirac_rows import DiracRows
 from uldp.trainers.audit import canary_count, check_auditable
 from uldp.trainers.data import load_dataset
 from uldp.trainers.runner import build_silos
@@ -70,7 +71,7 @@ def test_dirac_rows_sum_as_their_dense_rows_would():
     row by its one entry gives the dense row's factor."""
     from uldp.trainers.per_user import clip_factors
 
-    dirac = canaries.DiracRows(np.array([3, 9]), np.array([4, 1]), torch.tensor([100.0, 100.0]))
+    dirac = DiracRows(np.array([3, 9]), np.array([4, 1]), torch.tensor([100.0, 100.0]))
     dense = dirac.dense(6)
     assert dense.tolist() == [[0, 0, 0, 0, 100, 0], [0, 100, 0, 0, 0, 0]]
     factors, _ = clip_factors(dense.clone(), 2.0)

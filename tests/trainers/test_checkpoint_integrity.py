@@ -21,9 +21,9 @@ import torch
 from tests.cli.fuzz import assert_contract
 from tests.cli.invoke import command_runner
 from uldp.errors import DataError
+from uldp.trainers.checkpoint_file import CHECKPOINT_NAME, read_checkpoint
 from uldp.trainers.checkpoint_integrity import DIGEST_KEY, content_sha256
 from uldp.trainers.run_record import read_run, record_path, record_sha256
-from uldp.trainers.runner import CHECKPOINT_NAME, read_checkpoint
 
 train, _ = command_runner("train")
 report, _ = command_runner("report")

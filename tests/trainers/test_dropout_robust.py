@@ -11,8 +11,8 @@ import torch
 from scipy import stats
 
 from tests.trainers.synthetic import make_data
-from uldp.accountants.dropout import DropoutRound
-from uldp.accountants.dropout_run import ObservedRound, run_epsilons
+from uldp.accountants.dropout.rounds import DropoutRound
+from uldp.accountants.dropout.run_spend import ObservedRound, run_epsilons
 from uldp.errors import DataError, InvalidParameter
 from uldp.trainers.algorithms import TrainConfig
 from uldp.trainers.algorithms.dropout_robust import participant_weight

@@ -14,8 +14,8 @@ import torch
 from scipy import stats
 
 from tests.trainers.synthetic import make_data
-from uldp.accountants.personalization import personalize
-from uldp.accountants.personalized import EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized.record_rates import personalize
+from uldp.accountants.personalized.record_spend import EpsilonCurve, RecordSampledFL
 from uldp.errors import InvalidParameter
 from uldp.trainers.algorithms import TrainConfig
 from uldp.trainers.algorithms import dp_sgd as dp_sgd_module
@@ -276,7 +276,7 @@ def test_each_user_is_sampled_by_the_server_at_its_own_rate():
 
 def test_user_budgets_are_met_in_the_models_view_and_the_server_view_is_uldp_accounts():
     from uldp.accountants.account import account_plan
-    from uldp.accountants.gaussian import gaussian_epsilon
+    from uldp.accountants.tight.gaussian import gaussian_epsilon
     from uldp.trainers.algorithms import plan_algorithm
 
     data, sigma = _user_personal(rounds=4)

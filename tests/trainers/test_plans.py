@@ -5,7 +5,7 @@ import math
 import pytest
 
 from uldp.accountants.account import record_level
-from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+from uldp.accountants.events import ParallelSilos, SubsampledGaussian
 from uldp.trainers.algorithms import plan_algorithm
 
 

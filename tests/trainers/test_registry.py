@@ -20,6 +20,7 @@ from uldp.trainers.algorithms import (
     unregister,
 )
 from uldp.trainers.algorithms.fedavg import FedAvg
+from uldp.trainers.algorithms.registry import plan_names
 
 
 def test_built_in_algorithms_in_their_order():
@@ -40,6 +41,7 @@ def test_built_in_algorithms_in_their_order():
         "localitemdp",
     )
     assert accounted_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-sgd")
+    assert plan_names() == ("uldp-naive", "uldp-group", "uldp-avg", "uldp-avg-w", "uldp-sgd", "uldp-sgd-w")
     assert secure_names() == ("uldp-avg-w", "uldp-sgd-w", "dp-fedavg-robust")
 
 
@@ -47,7 +49,12 @@ def test_weighted_variants_release_their_base_algorithms_mechanism():
     for weighted, base in (("uldp-avg-w", "uldp-avg"), ("uldp-sgd-w", "uldp-sgd")):
         spec = get_algorithm(weighted)
         assert spec.private and spec.accounted_as == base
-        assert plan_algorithm(weighted, sigma=2, rounds=5) == plan_algorithm(base, sigma=2, rounds=5)
+        plan, base_plan = plan_algorithm(weighted, sigma=2, rounds=5), plan_algorithm(base, sigma=2, rounds=5)
+        # Its own name, the base algorithm's mechanism and assumptions, and a line saying why.
+        assert plan.algorithm == weighted
+        assert (plan.mechanism, plan.group_k) == (base_plan.mechanism, base_plan.group_k)
+        assert {k: v for k, v in plan.assumptions.items() if k != "weights"} == base_plan.assumptions
+        assert f"the guarantee is {base}'s" in plan.assumptions["weights"]
 
 
 def test_default_is_not_private_and_has_no_plan():

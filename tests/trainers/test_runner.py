@@ -11,7 +11,8 @@ import torch
 
 from uldp.accountants.account import group_level, record_level
 from uldp.trainers.algorithms import TrainConfig, plan_algorithm
-from uldp.trainers.runner import CHECKPOINT_NAME, train
+from uldp.trainers.checkpoint_file import CHECKPOINT_NAME
+from uldp.trainers.runner import train
 
 from .synthetic import make_data
 
@@ -49,6 +50,8 @@ def test_weighted_and_group_epsilons_match_the_accountant(tmp_path):
     w = train(data, _config(algo="uldp-sgd-w", rounds=2))
     plan = plan_algorithm("uldp-sgd", sigma=1.0, rounds=2, user_q=0.7, silos=3)
     assert w.history[-1]["epsilon"] == record_level(plan.mechanism, 1e-5).epsilon
+    # `uldp account` takes the weighted name itself (issue 33): the check names what was trained.
+    assert "uldp account --algo uldp-sgd-w --sigma 1 --rounds 2" in w.assumptions["check"]
     g = train(data, _config(algo="uldp-group", rounds=2, group_k=3, batch_size=8, user_q=1.0))
     sizes = [int(n) for n in np.bincount(data.silo_train, minlength=3)]
     assert g.summary["group_k"] == 3

@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 
 from tests.trainers.synthetic import make_data
 from uldp.accountants.events import SubsampledGaussian
-from uldp.accountants.horizontal import FederationRun, group_noise, worst_held
 from uldp.accountants.registry import account_event
+from uldp.accountants.subject.horizontal import FederationRun, group_noise, worst_held
 from uldp.errors import InvalidParameter
 from uldp.trainers.algorithms import Context, TrainConfig
 from uldp.trainers.algorithms.dp_sgd import dp_sgd
@@ -66,7 +66,7 @@ def test_higradavgdp_subject_moves_the_sum_by_at_most_c(seed, rows, d, subjects,
 def test_dp_sgd_sum_moves_by_m_c_so_subject_sensitivity_is_m_c():
     # The plain sum (LocalItemDP, LocalGroupDP) moves by up to m C for a subject with m items, B C
     # when B of them are drawn: the Binomial(m, q) mixture the subject-level accounting gives them
-    # (accountants.horizontal.MixturePart, issue 32).
+    # (accountants.subject.horizontal.MixturePart, issue 32).
     flat = torch.ones(5, 3, dtype=torch.float64) * 10.0
     owners = np.array([7, 7, 7, 1, 2])
     moved = item_signal(flat, 1.0) - item_signal(flat[3:], 1.0)

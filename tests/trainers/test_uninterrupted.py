@@ -10,7 +10,8 @@ import pytest
 
 from uldp.trainers import runner
 from uldp.trainers.algorithms import TrainConfig
-from uldp.trainers.runner import CHECKPOINT_NAME, train
+from uldp.trainers.checkpoint_file import CHECKPOINT_NAME, read_checkpoint
+from uldp.trainers.runner import train
 from uldp.trainers.uninterrupted import uninterrupted
 
 from .synthetic import make_data
@@ -81,5 +82,5 @@ def test_ctrl_c_between_checkpoint_and_on_round_still_reports_the_checkpointed_r
             on_round=lambda row: told.append(row["round"]),
         )
     assert told == [1, 2]
-    assert runner.read_checkpoint(tmp_path / CHECKPOINT_NAME)["round"] == 2
+    assert read_checkpoint(tmp_path / CHECKPOINT_NAME)["round"] == 2
     assert len((tmp_path / "m.jsonl").read_text().splitlines()) == 2

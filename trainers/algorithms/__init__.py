@@ -34,10 +34,10 @@ from .registry import (
     get_algorithm,
     plan_algorithm,
     register,
-    secure_names,
     unregister,
     user_budget_names,
 )
+from .secure_algorithms import secure_names
 from .server import BaseAlgorithm, SiloAveraging
 
 if TYPE_CHECKING:

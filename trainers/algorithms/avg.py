@@ -14,7 +14,7 @@ from .per_user_clipping import per_user_plan, per_user_spec, weighted_variant
 from .registry import PlanInputs
 
 if TYPE_CHECKING:
-    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.plan import Plan
 
 
 def avg_plan(inputs: PlanInputs) -> Plan:

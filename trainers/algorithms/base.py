@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from uldp.errors import InvalidParameter
 
 from .faults import FAULTS
-from .registry import secure_names
+from .secure_algorithms import secure_names
 
 if TYPE_CHECKING:
     import numpy as np
     import torch
     from torch import nn
 
-    from ..canaries import DiracRows
     from ..models import LossFn
     from ..per_user import LocalTraining
+    from .dirac_rows import DiracRows
 
 
 #: Where a participant of dp-fedavg-robust may drop out: before its upload (Algorithm 2 line 16,
@@ -205,7 +205,7 @@ class SiloUserDeltas:
     users: np.ndarray  # (m,) user ids of the rows
     deltas: torch.Tensor  # (m, d) clipped, unweighted
     noise: torch.Tensor  # (d,)
-    # `uldp audit`'s canary users' rows, clipped, unweighted, kept sparse (`canaries.DiracRows`);
+    # `uldp audit`'s canary users' rows, clipped, unweighted, kept sparse (`dirac_rows.DiracRows`);
     # never sent over Flower nor through Protocol 1 (the audit runs neither).
     dirac: DiracRows | None = None
 

@@ -21,7 +21,7 @@ per round `keys` and `shares` (secure aggregation's setup, Algorithm 3 lines 13-
 `--secure`, the shares that unmask the sum). Under `--secure` the uploads travel through
 `uldp.crypto.secagg` (`secure_upload.py`): the server reads only the sum of the survivors' M_i.
 
-Accounting (`accountants.dropout_run`): every released round is recorded with its realised weight
+Accounting (`accountants.dropout.run_spend`): every released round is recorded with its realised weight
 sums, and `spent` accounts the run so far exactly as `uldp dropout` accounts a round with those
 sums: the released model (Poisson-subsampled at q) and the server (known participation). A round
 that released nothing (nobody sampled, the sampled weight below n_0, fewer survivors than the
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from uldp.accountants.dropout_run import ObservedRound
+    from uldp.accountants.dropout.run_spend import ObservedRound
 
     from .base import Context, RoundPlan, SiloData, TrainConfig
 
@@ -53,9 +53,9 @@ NOISE_STDS = 12.0
 
 
 def participant_weight(records: int, n_max: int | None) -> float:
-    """w_i = min(n_i / n_max, 1) (Algorithm 2 line 8, `accountants.dropout.participant_weights`);
+    """w_i = min(n_i / n_max, 1) (Algorithm 2 line 8, `accountants.dropout.rounds.participant_weights`);
     1 for every participant without n_max (McMahan et al.'s unweighted average)."""
-    from uldp.accountants.dropout import participant_weights
+    from uldp.accountants.dropout.rounds import participant_weights
 
     return 1.0 if n_max is None else float(participant_weights([records], n_max)[0])
 
@@ -64,6 +64,12 @@ def share_std(cfg: TrainConfig, weight: float, weight_sum: float) -> float:
     """Std of the noise a participant of weight w draws for weight sum m: sqrt(m w (2 C z / m)^2)
     = 2 C z sqrt(w / m) (line 15 with m = n_ref; line 22 with m = n')."""
     return 2.0 * cfg.clip * cfg.sigma * (weight / weight_sum) ** 0.5
+
+
+def upload_bound(cfg: TrainConfig, reference: float) -> float:
+    """The bound on every coordinate of an upload M_i that secure aggregation's fixed-point
+    encoding needs: |M_i| <= |w_i Delta_i| + |e_i| <= C + NOISE_STDS std(e_i) (w_i <= 1)."""
+    return cfg.clip + NOISE_STDS * share_std(cfg, 1.0, reference)
 
 
 class DropoutRobust(BaseAlgorithm):
@@ -137,8 +143,8 @@ class DropoutRobust(BaseAlgorithm):
         import numpy as np
         import torch
 
-        from uldp.accountants.dropout import DropoutRound
-        from uldp.accountants.dropout_run import ObservedRound
+        from uldp.accountants.dropout.rounds import DropoutRound
+        from uldp.accountants.dropout.run_spend import ObservedRound
 
         from ..dropouts import AT_CALIBRATION, AT_UPLOAD
         from ..per_user import flat_parameters
@@ -180,7 +186,7 @@ class DropoutRobust(BaseAlgorithm):
         if cfg.secure:
             from .secure_upload import SecureRound
 
-            secure = SecureRound(self, t, sampled, w, ctx, cfg, reference)
+            secure = SecureRound(self, t, sampled, w, ctx, cfg, upload_bound(cfg, reference))
             refused = secure.setup()
             if refused:
                 return skip(refused)
@@ -239,13 +245,13 @@ class DropoutRobust(BaseAlgorithm):
         return dict(self._fields.pop(plan.round))
 
     def spent(self, cfg: TrainConfig) -> tuple[float, float | None]:
-        from uldp.accountants.dropout_run import run_epsilons
+        from uldp.accountants.dropout.run_spend import run_epsilons
 
         return run_epsilons(self.observed, cfg.sigma, cfg.user_q, cfg.delta, secure=cfg.secure)
 
     def restore(self, history: list[dict]) -> None:
-        from uldp.accountants.dropout import DropoutRound
-        from uldp.accountants.dropout_run import ObservedRound
+        from uldp.accountants.dropout.rounds import DropoutRound
+        from uldp.accountants.dropout.run_spend import ObservedRound
 
         self.observed = [
             ObservedRound(
@@ -418,7 +424,7 @@ class DropoutRobust(BaseAlgorithm):
             ),
             "epsilon": (
                 f"participant level, {accounting}, delta = {cfg.delta:g}, from the "
-                "rounds actually released (accountants/dropout_run.py, the algebra of `uldp dropout`): "
+                "rounds actually released (accountants/dropout/run_spend.py, the algebra of `uldp dropout`): "
                 "epsilon (model): each released round one Poisson-subsampled Gaussian at rate q with its "
                 "own multiplier; epsilon (server): known participation (it draws the sample), "
                 + (
@@ -431,10 +437,11 @@ class DropoutRobust(BaseAlgorithm):
                 + (
                     "user-q = 1: every round is a plain Gaussian, so both figures are the exact epsilon "
                     "of their composition (mu-GDP, mu = sqrt(sum_t 1/m_t^2), Balle & Wang 2018 Thm. 8; "
-                    "accountants/gaussian.py), below the RDP accountant's"
+                    "accountants/tight/gaussian.py), below the RDP accountant's"
                     if exact
-                    else "orders: the 375 default orders, refined over real orders while the rounds have "
-                    "at most 4 distinct multipliers (beyond, the grid's bound: accountants/dropout_run.py)"
+                    else "orders: the 375 default orders, refined over real orders while the rounds "
+                    "have at most 4 distinct multipliers (beyond, the grid's bound: "
+                    "accountants/dropout/run_spend.py)"
                 )
                 + "; an upper bound after each round"
             ),
@@ -459,7 +466,7 @@ class DropoutRobust(BaseAlgorithm):
         return out
 
     def summary_fields(self) -> dict[str, object]:
-        from uldp.accountants.dropout_accounting import dropout_epsilon
+        from uldp.accountants.dropout.accounting import dropout_epsilon
 
         cfg = self.cfg
         return {

@@ -39,8 +39,8 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from uldp.accountants.algorithms import Plan
-    from uldp.accountants.mechanism import Mechanism
+    from uldp.accountants.events import Mechanism
+    from uldp.accountants.plan import Plan
 
     from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 def group_plan(inputs: PlanInputs) -> Plan:
     """Per silo, T ceil(Q / gamma_s) DP-SGD steps; group privacy of k records (Theorem 2)."""
     # Imported here: `uldp train --help` lists the algorithms without loading the accountants.
-    from uldp.accountants.algorithms import Plan, dp_sgd_rate, dp_sgd_steps
-    from uldp.accountants.mechanism import ParallelSilos, SubsampledGaussian
+    from uldp.accountants.events import ParallelSilos, SubsampledGaussian
+    from uldp.accountants.plan import Plan, dp_sgd_rate, dp_sgd_steps
 
     sigma, rounds, k, local_epochs = inputs.sigma, inputs.rounds, inputs.k, inputs.local_epochs
     batch_size, record_q, silo_sizes = inputs.batch_size, inputs.record_q, inputs.silo_sizes
@@ -232,7 +232,7 @@ class UldpGroup(SiloAveraging):
     ) -> SiloDelta:
         import numpy as np
 
-        from uldp.accountants.algorithms import dp_sgd_rate, dp_sgd_steps
+        from uldp.accountants.plan import dp_sgd_rate, dp_sgd_steps
 
         from ..per_user import flat_parameters
         from .base import SiloDelta, zero_delta

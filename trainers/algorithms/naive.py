@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.plan import Plan
 
     from .base import Context, RoundPlan, SiloData, SiloDelta, TrainConfig
 

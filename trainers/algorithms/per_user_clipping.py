@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from uldp.errors import InvalidParameter
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
     import numpy as np
     import torch
 
-    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.plan import Plan
 
     from ..per_user import LocalTraining
     from .base import Context, RoundPlan, SiloData, SiloDelta, SiloUserDeltas, TrainConfig
@@ -89,6 +90,36 @@ def per_user_spec(name: str, help: str, plan: Callable[[PlanInputs], Plan]) -> A
     )
 
 
+def weighted_plan(base: AlgorithmSpec, name: str) -> Callable[[PlanInputs], Plan]:
+    """`base`'s plan, named `name`, with a `weights` line saying why its guarantee is `base`'s.
+
+    The weights n_su / N_u (ULDP-FL Eq. 3) sum to 1 over silos for every user, as 1/|S| does, so
+    a user's part of the sum still has norm at most C and the noise std is still sigma C: the
+    released mechanism, and every epsilon, are `base`'s (Theorem 3). Protocol 1 (§4.1) computes
+    the same weights without showing the server the histogram, so it changes nothing here either.
+    """
+    base_plan = base.plan
+    if base_plan is None:
+        raise InvalidParameter(f"{base.name} has no plan to weight")
+
+    def plan(inputs: PlanInputs) -> Plan:
+        found = base_plan(inputs)
+        weights = (
+            f"n_su / N_u (Eq. 3; by Protocol 1 under --secure) do not change the released mechanism: "
+            f"they sum to 1 over silos as 1/|S| does, so the guarantee is {base.name}'s"
+        )
+        # Right after the algorithm line, which names the theorem the guarantee comes from.
+        lines: dict[str, str] = {}
+        for key, value in found.assumptions.items():
+            lines[key] = value
+            if key == "algorithm":
+                lines["weights"] = weights
+        lines.setdefault("weights", weights)
+        return replace(found, algorithm=name, assumptions=lines)
+
+    return plan
+
+
 def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
     """`<base>-w`: weights n_su / N_u (Eq. 3), plaintext or Protocol 1; accounted as `base`."""
     name = f"{base.name}-w"
@@ -96,7 +127,7 @@ def weighted_variant(base: AlgorithmSpec) -> AlgorithmSpec:
         name=name,
         help=f"{base.name.upper()} with weights n_su / N_u (Eq. 3); --secure computes them by Protocol 1.",
         build=trainer_factory(name),
-        plan=base.plan,
+        plan=weighted_plan(base, name),
         accounted_as=base.name,
         secure=True,
         options=base.options,

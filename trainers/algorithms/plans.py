@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from .registry import PlanInputs
 
 if TYPE_CHECKING:
-    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.plan import Plan
 
 
 def with_silos(inputs: PlanInputs) -> str:
@@ -33,8 +33,8 @@ def gaussian_rounds(
     `noise` says what each silo adds; `extra` are further assumptions of the algorithm's own.
     """
     # Imported here: `uldp train --help` lists the algorithms without loading the accountants.
-    from uldp.accountants.algorithms import Plan
-    from uldp.accountants.mechanism import SubsampledGaussian
+    from uldp.accountants.events import SubsampledGaussian
+    from uldp.accountants.plan import Plan
 
     q = inputs.user_q
     assumptions = {

@@ -2,8 +2,9 @@
 
 An algorithm is an `AlgorithmSpec`: its `--algo` name and help, the mechanism it releases (its
 `plan`, ULDP-FL §3, which any accountant then accounts) and the factory of its trainer (the
-silo-side update and server-side aggregation, see `base`). `register` adds one, `get_algorithm`
-finds one by name. This module, like the algorithm modules' top levels, imports no torch: the
+silo-side update and server-side aggregation, see `base`). `register` adds one (noting a
+`secure` one in `secure_algorithms`, which `TrainConfig` reads), `get_algorithm` finds one by
+name. This module, like the algorithm modules' top levels, imports no torch: the
 accounting commands read the registry too, and must start without it.
 """
 
@@ -15,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from uldp.errors import InvalidParameter
 
+from .secure_algorithms import forget_secure, note_secure
+
 if TYPE_CHECKING:
-    from uldp.accountants.algorithms import Plan
+    from uldp.accountants.plan import Plan
 
     from .base import Algorithm, SiloData, TrainConfig
 
@@ -110,7 +113,7 @@ class AlgorithmSpec:
     is its accounting command (issue 15: dp-fedavg-robust).
     `subject_level`: it protects subjects (people) whose items several members hold (Marathe &
     Kanani); a run is accounted per subject over the holdings its data has
-    (`trainers.subject_accounting`), its name is the mechanism `accountants.horizontal` accounts,
+    (`trainers.subject_accounting`), its name is the mechanism `accountants.subject.horizontal` accounts,
     and `uldp subject --algo` is its accounting command (issue 16).
     """
 
@@ -168,12 +171,16 @@ def register(spec: AlgorithmSpec) -> AlgorithmSpec:
     if spec.name in _REGISTRY:
         raise InvalidParameter(f"an algorithm named {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
+    if spec.secure:
+        note_secure(spec.name)
     return spec
 
 
 def unregister(name: str) -> AlgorithmSpec:
     """Remove the algorithm `name` (tests and plug-ins that registered one for a while)."""
-    return _REGISTRY.pop(get_algorithm(name).name)
+    spec = _REGISTRY.pop(get_algorithm(name).name)
+    forget_secure(spec.name)
+    return spec
 
 
 def get_algorithm(name: str) -> AlgorithmSpec:
@@ -197,19 +204,23 @@ def accounted_names() -> tuple[str, ...]:
     return tuple(name for name, spec in _REGISTRY.items() if spec.private and spec.accounted_as == name)
 
 
+def plan_names() -> tuple[str, ...]:
+    """Every algorithm with a plan: what `uldp account --algo` and `uldp calibrate --algo` accept.
+
+    A `-w` variant is among them: its plan is its base algorithm's mechanism under its own name,
+    so it prints the base algorithm's rows with a line saying the weights do not change them.
+    """
+    return tuple(name for name, spec in _REGISTRY.items() if spec.plan is not None)
+
+
 def user_budget_names() -> tuple[str, ...]:
     """The algorithms whose users may have budgets of their own (`uldp train --user-budgets`)."""
     return tuple(name for name, spec in _REGISTRY.items() if spec.user_budgets)
 
 
-def secure_names() -> tuple[str, ...]:
-    """The algorithms whose weighting `--secure` runs through Protocol 1."""
-    return tuple(name for name, spec in _REGISTRY.items() if spec.secure)
-
-
 def unaccounted_reason(algorithm: str) -> str:
-    """Why the registered `algorithm` has no plan of its own for `uldp account` / `uldp calibrate`,
-    and what accounts it instead (`accounted_names` lists those that have one)."""
+    """Why the registered `algorithm` has no plan for `uldp account` / `uldp calibrate`, and what
+    accounts it instead (`plan_names` lists those that have one)."""
     spec = get_algorithm(algorithm)
     if spec.record_level:
         return (
@@ -229,9 +240,9 @@ def unaccounted_reason(algorithm: str) -> str:
     if not spec.private:
         return (
             f"{algorithm} is not private, there is nothing to account; algorithm must be one of "
-            f"{', '.join(accounted_names())}"
+            f"{', '.join(plan_names())}"
         )
-    return f"{algorithm} is accounted as {spec.accounted_as}: give --algo {spec.accounted_as}"
+    return f"{algorithm} has a plan: it is accounted as {spec.accounted_as}"
 
 
 def plan_algorithm(
@@ -252,7 +263,7 @@ def plan_algorithm(
     if spec is not None and (spec.record_level or spec.observed or spec.subject_level or not spec.private):
         raise InvalidParameter(unaccounted_reason(algorithm))
     if spec is None or not spec.private:
-        choices = ", ".join(accounted_names())
+        choices = ", ".join(plan_names())
         raise InvalidParameter(f"algorithm must be one of {choices}, got {algorithm!r}")
     if rounds < 0:
         raise InvalidParameter(f"rounds must be >= 0, got {rounds}")

@@ -11,7 +11,7 @@ The server averages the sampled silos' deltas with equal weights (slides ch. 2 I
 the silos that took part; the reference code weights them by their sizes):
 x_{t+1} = x_t + eta_g / |C^t| sum_{s in C^t} Delta_s.
 
-Privacy is per record: `accountants.personalized.RecordSampledFL` at the record's q_j (slides
+Privacy is per record: `accountants.personalized.record_spend.RecordSampledFL` at the record's q_j (slides
 ch. 3 II), printed per budget tier for both threat models by `trainers.personal_accounting`. The spec has
 no user-level plan (`record_level`): `uldp personalize` is its accounting command.
 """

@@ -60,7 +60,9 @@ def _read(payload: dict[str, np.ndarray], key: str) -> bytes:
 
 
 class SecureRound:
-    """The server's side of one round's secure aggregation, over `algorithm.silos`' phases."""
+    """The server's side of one round's secure aggregation, over `algorithm.silos`' phases;
+    `bound` is the algorithm's bound on every coordinate of an upload
+    (`dropout_robust.upload_bound`)."""
 
     def __init__(
         self,
@@ -70,15 +72,12 @@ class SecureRound:
         weights: np.ndarray,
         ctx: Context,
         cfg: TrainConfig,
-        reference: float,
+        bound: float,
     ) -> None:
-        from .dropout_robust import NOISE_STDS, share_std
-
         self.algorithm, self.round, self.sampled, self.ctx, self.cfg = algorithm, round, sampled, ctx, cfg
         self.weights = {s: float(weights[s]) for s in sampled}
         self.k = threshold(cfg, len(sampled))
-        # |M_i| <= |w_i Delta_i| + |e_i| <= C + NOISE_STDS std(e_i) per coordinate (w_i <= 1).
-        self.bound = cfg.clip + NOISE_STDS * share_std(cfg, 1.0, reference)
+        self.bound = bound  # per coordinate of an upload M_i, for the fixed-point encoding
         self.server: Any = None
         self.inboxes: dict[int, Any] = {}
 

@@ -5,7 +5,7 @@ Every member (silo) trains every round (the paper's 16 of 16; the accounting tak
 to take part in every round, the worst case of any selection, §3.5). A member runs T =
 `--local-steps` steps; each keeps every item independently with probability q (`item_q`, one
 rate for every member), so a subject with m items there is drawn at 1 - (1 - q)^m, as
-`accountants.horizontal` accounts it. The noised sum is divided by the member's expected batch
+`accountants.subject.horizontal` accounts it. The noised sum is divided by the member's expected batch
 q |D_i|, fixed (the realised batch size would reveal it). What differs between the algorithms is
 how a mini-batch becomes one noised gradient (`combine`):
 

@@ -14,7 +14,7 @@ Two settings, as in ULDP-FL:
   = alpha x^(alpha-1) on [0, 1]: Marathe & Kanani's §4.2 model, with their subjects our users
   and their members our silos. alpha = 1 is an even spread; a larger alpha puts more of a
   user's records on fewer silos (rank j gets F((j+1)/N) - F(j/N), F(x) = x^alpha, in
-  expectation: `accountants.subject.allocate_items`).
+  expectation: `accountants.subject.holdings.allocate_items`).
 - *fixed silos* (HeartDisease: its four hospitals): the silo of every record is given, only users
   are drawn. `uniform`: each record goes to a user with equal probability. `zipf`: the records
   per user follow the Zipf law; `main_share` (80%) of a user's records sit in one main silo and

@@ -7,7 +7,7 @@ again here. Each message is one function call (`ClientApp`), possibly in another
 than the last, so everything the silo must remember between messages lives in the node's own
 Flower `context.state` (never sent anywhere): the run's settings, the path of its data, its noise
 entropy, its algorithm state and its Protocol 1 party. What is costly to rebuild (the tensors,
-the model) is cached per process.
+the model: its `working_set.WorkingSet`) is cached per process.
 
 Messages (records.py): setup (settings in, record count and, if the algorithm's server reads
 them, the record owners out), silo state, Protocol 1 setup steps, rounds, and a phased
@@ -21,12 +21,11 @@ server sends it, and the run is reproducible, not private against whoever knows 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import json
 import secrets
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Context, Message, RecordDict
@@ -35,10 +34,7 @@ from flwr.clientapp import ClientApp
 from uldp.errors import ProtocolError, UldpError
 
 from . import records
-
-if TYPE_CHECKING:
-    from ..algorithms.base import Algorithm, SiloData, TrainConfig
-    from ..algorithms.base import Context as AlgoContext
+from .working_set import WorkingSet
 
 app = ClientApp()
 
@@ -48,22 +44,10 @@ _PARTY = "uldp_protocol1"  # ConfigRecord: the Protocol 1 party, as bytes
 _PHASE_STORE = "uldp_phase_store"  # ArrayRecord: what a phased algorithm keeps between its phases
 
 
-@dataclasses.dataclass
-class _Silo:
-    """A silo's working set for one run, rebuilt from context.state when not cached."""
-
-    cfg: TrainConfig
-    data: SiloData
-    ctx: AlgoContext
-    algorithm: Algorithm
-    like: dict[str, Any]  # the model's parameters: names, shapes, dtype
-    entropy: int
-
-
 # (run, node, job) -> working set. A job is one training run of the server's: a Flower run may
 # hold several (a server restarted on the same SuperNodes, or tests), and a worker process that
 # served an earlier job must not use its tensors or algorithm state for a later one.
-_CACHE: dict[tuple[int, int, str], _Silo] = {}
+_CACHE: dict[tuple[int, int, str], WorkingSet] = {}
 
 
 def _cache_key(context: Context) -> tuple[int, int, str]:
@@ -157,7 +141,7 @@ def protocol1(message: Message, context: Context) -> Message:
 def train_round(message: Message, context: Context) -> Message:
     """Round t: the algorithm's silo update on this silo's records, as the server's algorithm
     expects it (in the clear, or masked and encrypted under Protocol 1)."""
-    from ..runner import round_rngs
+    from ..round_rngs import round_rngs
 
     working = _working_set(context)
     content_in: Any = message.content
@@ -182,7 +166,7 @@ def train_round(message: Message, context: Context) -> Message:
 def phase(message: Message, context: Context) -> Message:
     """One phase of a phased algorithm's round (dp-fedavg-robust's upload, calibration and secure
     aggregation steps): the algorithm's `silo_phase`, its keepsakes in this node's state."""
-    from ..runner import phase_rng
+    from ..round_rngs import phase_rng
 
     working = _working_set(context)
     content_in: Any = message.content
@@ -202,7 +186,7 @@ def phase(message: Message, context: Context) -> Message:
     return Message(content, reply_to=message)
 
 
-def _working_set(context: Context, *, cache: bool = True) -> _Silo:
+def _working_set(context: Context, *, cache: bool = True) -> WorkingSet:
     """This silo's settings, records, model and algorithm for the run, from context.state.
 
     Cached per worker process only once setup is over (rounds and Protocol 1 steps come after
@@ -245,7 +229,7 @@ def _working_set(context: Context, *, cache: bool = True) -> _Silo:
         stored: Any = context.state[_SILO_STATE]
         algorithm.load_silo_state(silo, {name: stored[name].numpy() for name in stored.keys()})
     like = {k: v.detach() for k, v in model.named_parameters()}
-    working = _Silo(cfg, data, ctx, algorithm, like, int(state["entropy"]))
+    working = WorkingSet(cfg, data, ctx, algorithm, like, int(state["entropy"]))
     if cache:
         _CACHE[key] = working
     return working

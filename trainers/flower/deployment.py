@@ -11,11 +11,13 @@ only its description and test records.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, TypeVar
 
 _GRID: ContextVar[Any] = ContextVar("uldp_flower_grid", default=None)
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -33,11 +35,11 @@ def current_grid() -> Any:
     return _GRID.get()
 
 
-def deploy(data, cfg, grid: Any, **options: Any):
-    """`runner.run` over the SuperNodes of `grid` (each with its own partition file)."""
-    from ..runner import run
+def deploy(data, cfg, grid: Any, loop: Callable[..., T], **options: Any) -> T:
+    """The round loop `loop` (`runner.run`) over the SuperNodes of `grid` (each with its own
+    partition file)."""
     from .server import FlowerSilos
     from .simulation import describe
 
     description = describe(data, options.pop("model_name", None))
-    return run(data, FlowerSilos(grid, description), cfg, model_name=description.model, **options)
+    return loop(data, FlowerSilos(grid, description), cfg, model_name=description.model, **options)

@@ -23,6 +23,7 @@ import numpy as np
 from uldp.errors import DataError
 
 from ..atomic import atomic_write
+from ..data_key import data_key
 
 KEYS = frozenset(("x", "y", "users", "silo", "n_users", "task", "federation"))
 #: What a partition may hold besides: `q`, each record's sampling rate (rpdp, unidp).
@@ -32,8 +33,6 @@ OPTIONAL = frozenset(("q",))
 def federation_id(data) -> str:
     """A digest of the federation `data` describes (data set, sizes, allocation): the server
     sends it, and a silo refuses a partition file written for another federation."""
-    from ..runner import data_key
-
     return hashlib.sha256(json.dumps(data_key(data), sort_keys=True).encode()).hexdigest()[:16]
 
 

@@ -25,6 +25,7 @@ silo checks its own n_{s,u} <= N_max / |S|, which implies it.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -42,8 +43,12 @@ if TYPE_CHECKING:
     from uldp.crypto.channel import Envelope
 
     from ..algorithms.base import TrainConfig
-    from .client_app import _Silo
-    from .server import FlowerSilos
+    from .records import RunDescription
+    from .working_set import WorkingSet
+
+#: One message round with silos (`server.FlowerSilos.exchange`): contents by silo, the message
+#: type, the round (0: setup); the replies' contents by silo.
+Exchange = Callable[[dict[int, RecordDict], str, int], dict[int, RecordDict]]
 
 _PARTY = "uldp_protocol1"
 
@@ -86,12 +91,12 @@ def _record(**values: Any) -> RecordDict:
 
 
 class ServerParty:
-    """The aggregation server A of Protocol 1, its setup run over `silos`' message rounds."""
+    """The aggregation server A of Protocol 1, its setup run over the message rounds `exchange`
+    holds with the silos of `run`."""
 
-    def __init__(self, silos: FlowerSilos, cfg: TrainConfig) -> None:
+    def __init__(self, exchange: Exchange, run: RunDescription, cfg: TrainConfig) -> None:
         from uldp.crypto.protocol import AggregationServer, session_params
 
-        run = silos.run
         n = run.n_silos
         self.params, keypair = session_params(
             n, run.n_users, run.n_params, key_bits=cfg.key_bits, test_keys=cfg.test_keys
@@ -103,7 +108,7 @@ class ServerParty:
             "anchor": str(self.server.dh_public),
             "encoding": json.dumps([encoding.precision, encoding.n_max, encoding.value_bound]),
         }
-        replies = silos.exchange({s: _record(**start) for s in range(n)}, records.PROTOCOL1, 0)
+        replies = exchange({s: _record(**start) for s in range(n)}, records.PROTOCOL1, 0)
         for s in range(n):
             self._receive(self.server.receive_dh_key, _read_envelope(replies[s], s, 0), s)
         keys = self.server.paillier_key()
@@ -112,7 +117,7 @@ class ServerParty:
             s: _record(step="keys", paillier=_envelope_bytes(keys[s]), dh_keys=_envelope_bytes(broadcast[s]))
             for s in range(n)
         }
-        replies = silos.exchange(contents, records.PROTOCOL1, 0)
+        replies = exchange(contents, records.PROTOCOL1, 0)
         relayed: dict[int, bytes] = {}
         for peer in range(1, n):  # silo 0's seed R, sealed for each other silo
             sealed = _read_envelope(replies[0], 0, 0, key=f"sealed-{peer}")
@@ -124,7 +129,7 @@ class ServerParty:
         contents = {
             s: _record(step="histogram", **({"sealed": relayed[s]} if s in relayed else {})) for s in range(n)
         }
-        replies = silos.exchange(contents, records.PROTOCOL1, 0)
+        replies = exchange(contents, records.PROTOCOL1, 0)
         for s in range(n):
             self._receive(self.server.receive_histogram, _read_envelope(replies[s], s, 0), s)
         self.server.compute_inverses()
@@ -160,7 +165,7 @@ class ServerParty:
 
 
 # --- the silo's side ------------------------------------------------------------------------
-def _params(cfg: TrainConfig, working: _Silo, encoding: list) -> Any:
+def _params(cfg: TrainConfig, working: WorkingSet, encoding: list) -> Any:
     from uldp.crypto.encoding import Encoding
     from uldp.crypto.protocol import ProtocolParams
 
@@ -175,7 +180,7 @@ def _params(cfg: TrainConfig, working: _Silo, encoding: list) -> Any:
     )
 
 
-def _load_party(context: Context, working: _Silo) -> Any:
+def _load_party(context: Context, working: WorkingSet) -> Any:
     from uldp.crypto.protocol import Silo
 
     if _PARTY not in context.state:
@@ -189,7 +194,7 @@ def _save_party(context: Context, party: Any, encoding: str) -> None:
     context.state[_PARTY] = ConfigRecord({"party": party.export_state(), "encoding": encoding})
 
 
-def silo_step(content: RecordDict, context: Context, working: _Silo) -> RecordDict:
+def silo_step(content: RecordDict, context: Context, working: WorkingSet) -> RecordDict:
     """One setup step at silo s: `start`, `keys` or `histogram` (see the module's docstring)."""
     from uldp.crypto.protocol import Silo
     from uldp.crypto.wire import loads
@@ -235,7 +240,7 @@ def silo_step(content: RecordDict, context: Context, working: _Silo) -> RecordDi
 
 
 def masked_reply(
-    content: RecordDict, context: Context, working: _Silo, update: Any, round: int
+    content: RecordDict, context: Context, working: WorkingSet, update: Any, round: int
 ) -> RecordDict:
     """Round (b)-(c) at silo s: its update, weighted under encryption and masked."""
     from uldp.crypto.wire import loads

@@ -1,6 +1,9 @@
 """The messages between the server and a silo, as Flower records, and the server's checks of
 what a silo sends.
 
+Before round 1 the server tells every silo the run's settings and its `RunDescription` (the
+model, the federation's sizes, where a simulation's partition files lie).
+
 One round (ULDP-FL §3, Algorithm 4) crosses the wire twice (a phased algorithm's round, once per
 phase: `PHASE`):
 
@@ -20,6 +23,7 @@ the epsilon depends only on the server's own settings.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -42,6 +46,21 @@ ROUND = "train.uldp_round"
 PHASE = "query.uldp_phase"
 
 KINDS = {"SiloDelta": "delta", "SiloUserDeltas": "user-deltas"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RunDescription:
+    """What every silo is told of the run besides the settings (all public)."""
+
+    task: str
+    model: str  # model name, built the same at the server and every silo
+    feature_shape: tuple[int, ...]
+    n_classes: int
+    n_users: int
+    n_silos: int
+    n_params: int  # d, the dimension of every message
+    federation: str  # partitions.federation_id of the data: a silo checks its file against it
+    partitions: str = ""  # simulation only: the private directory of the silos' partition files
 
 
 class MalformedReply(ProtocolError):

@@ -37,6 +37,7 @@ from uldp.errors import ProtocolError
 
 from ..algorithms import get_algorithm, make_algorithm
 from . import records
+from .records import RunDescription
 
 if TYPE_CHECKING:
     import torch
@@ -50,21 +51,6 @@ DEFAULT_TIMEOUT = 600.0  # seconds a silo may take for one round
 SETUP_TIMEOUT = 600.0
 CONNECT_TIMEOUT = 120.0  # seconds to wait for every silo's SuperNode to connect
 PULL_INTERVAL = 0.05  # seconds between two polls for replies
-
-
-@dataclasses.dataclass(frozen=True)
-class RunDescription:
-    """What every silo is told of the run besides the settings (all public)."""
-
-    task: str
-    model: str  # model name, built the same at the server and every silo
-    feature_shape: tuple[int, ...]
-    n_classes: int
-    n_users: int
-    n_silos: int
-    n_params: int  # d, the dimension of every message
-    federation: str  # partitions.federation_id of the data: a silo checks its file against it
-    partitions: str = ""  # simulation only: the private directory of the silos' partition files
 
 
 class FlowerSilos:
@@ -153,7 +139,7 @@ class FlowerSilos:
         if cfg.secure and not algorithm.phased:  # a phased algorithm runs its own protocol in phases
             from .protocol1 import ServerParty
 
-            self.protocol = ServerParty(self, cfg)
+            self.protocol = ServerParty(self.exchange, self.run, cfg)
             algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
         return algorithm, counts
 

@@ -1,14 +1,15 @@
 """`uldp train --engine flower`: the run on Flower's simulation engine (Ray backend).
 
 One SuperNode per silo runs the ClientApp (client_app.py) in Ray worker processes; the ServerApp
-runs `runner.run` with `FlowerSilos` in a thread of this process, so the per-round table,
+runs the round loop it is handed (`runner.run`, by `runner.train`) with `FlowerSilos` in a thread
+of this process, so the per-round table,
 metrics file, checkpoint and resume are those of the in-process engine. Each silo's training
 records are written to a private temporary directory (mode 0700, removed afterwards), one file
 per silo (partitions.py), and each ClientApp reads only its own: the same separation as a
 deployment, where each SuperNode is started with its own silo's file (docs/flower.md).
 
 With --seed and --noise-seed fixed the rounds equal the in-process ones (to float rounding):
-every party draws from the same streams (runner.round_rngs).
+every party draws from the same streams (round_rngs.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from .server import FlowerSilos, RunDescription
+from .records import RunDescription
+from .server import FlowerSilos
 
 #: Each ClientApp worker takes one CPU: as many workers as cores, each training one silo at a time.
 CLIENT_RESOURCES: dict[str, Any] = {"num_cpus": 1, "num_gpus": 0}
@@ -31,10 +33,9 @@ CLIENT_RESOURCES: dict[str, Any] = {"num_cpus": 1, "num_gpus": 0}
 T = TypeVar("T")
 
 
-def simulate(data, cfg, **options: Any):
-    """`runner.run` with the silos as Flower ClientApps in Flower's simulation engine."""
-    from ..runner import run
-
+def simulate(data, cfg, loop: Callable[..., T], **options: Any) -> T:
+    """The round loop `loop` (`runner.run`) with the silos as Flower ClientApps in Flower's
+    simulation engine."""
     model_name = options.pop("model_name", None)
     stop = threading.Event()
     with private_partitions(data) as directory:
@@ -42,7 +43,7 @@ def simulate(data, cfg, **options: Any):
         silos = functools.partial(FlowerSilos, run=description, should_stop=stop.is_set)
         return run_federation(
             data.n_silos,
-            lambda grid: run(data, silos(grid), cfg, model_name=description.model, **options),
+            lambda grid: loop(data, silos(grid), cfg, model_name=description.model, **options),
             stop=stop,
         )
 

@@ -7,11 +7,13 @@ from dataclasses import replace
 import click
 
 from uldp.accountants.account import GROUP_ACCOUNTING, GROUP_METHODS, Guarantee, account_plan
-from uldp.accountants.algorithms import Plan
 from uldp.accountants.assumptions import accounting_assumptions
+from uldp.accountants.plan import Plan
 
 from ..account_plot import draw_group_plot
 from ..accounting_options import (
+    accounted_as,
+    accounted_as_note,
     accounting_options,
     algorithm_options,
     build_plan,
@@ -139,6 +141,7 @@ def command(
         any(r.conversion is not None for r in results),
     )
     results = [_noted(r) for r in results]
+    notes = [n for n in dict.fromkeys(accounted_as_note(a) for a in algos or []) if n is not None]
     rows = [_row(r) for r in results]
     used = list(dict.fromkeys([*accountants, *(r.accountant for r in results)]))
     assumptions = accounting_assumptions(
@@ -148,7 +151,7 @@ def command(
     document = {"command": "account", "assumptions": assumptions, "results": [_json(r) for r in results]}
     if fmt == "csv":  # scripts get the numeric fields, not the table's labels
         rows, columns = document["results"], [(key, key) for key in CSV_FIELDS]
-    notes = _notes(results)
+    notes += _notes(results)
     if any(r.epsilon == 0 for r in results):
         notes.append(zero_epsilon_note(delta))
     if plot is not None:
@@ -172,8 +175,14 @@ def account(plans: list[Plan], **options) -> list[Guarantee]:
 
 def _noted(r: Guarantee) -> Guarantee:
     """`r`, with a note saying what an epsilon of 0 means unless it already has one (the
-    notes below the table say more: `zero_epsilon_note`)."""
-    return r if r.epsilon != 0 or r.note else replace(r, note="0: delta is that large (see the notes)")
+    notes below the table say more: `zero_epsilon_note`), and, for an algorithm accounted as
+    another (a `-w` variant), which one (the notes say why: `accounted_as_note`)."""
+    if r.epsilon == 0 and not r.note:
+        r = replace(r, note="0: delta is that large (see the notes)")
+    base = accounted_as(r.algorithm)
+    if base is not None:
+        r = replace(r, note="; ".join(n for n in (r.note, f"accounted as {base}") if n))
+    return r
 
 
 def _bound_label(r: Guarantee) -> str:
@@ -227,7 +236,7 @@ def _notes(results: list[Guarantee]) -> list[str]:
             "user sampling amplifies only against observers who do not learn the sample "
             "(those who see the released models); the server draws it, and its view is "
             "the 'server's view' row: T/(a-1) ln(1 - q + q e^{(a-1) a / (2 sigma^2)}) "
-            "(accountants/participation.py)"
+            "(accountants/rdp/participation.py)"
         )
     if any(r.accountant in ("pld", "prv") for r in results):
         notes.append("PLD and PRV account both directions of add-or-remove and keep the larger.")

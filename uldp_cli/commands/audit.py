@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from uldp.accountants.audit_bound import MIN_CONFIDENCE
+from uldp.accountants.statements.audit_bound import MIN_CONFIDENCE
 from uldp.trainers.defaults import train_defaults
 
 from ..config import config_option
@@ -84,8 +84,10 @@ class CanaryCount(click.ParamType):
 
 
 def _with_train_options(command: click.Command) -> click.Command:
-    """`command` with `uldp train`'s options named in TRAIN_OPTIONS, in their order there."""
-    shared = [p for p in train_command.command.params if p.name in TRAIN_OPTIONS]
+    """`command` with `uldp train`'s options named in TRAIN_OPTIONS, in that order (train's
+    --help lists them under headings, in another)."""
+    by_name = {p.name: p for p in train_command.command.params}
+    shared = [by_name[name] for name in TRAIN_OPTIONS if name in by_name]
     missing = set(TRAIN_OPTIONS) - {p.name for p in shared}
     assert not missing, f"uldp train has no options {sorted(missing)}"
     command.params[:0] = shared

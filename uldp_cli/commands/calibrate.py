@@ -18,6 +18,8 @@ from uldp.accountants.events import TIGHT_SIGMA_MIN
 
 from ..account_plot import draw_calibration_plot
 from ..accounting_options import (
+    accounted_as,
+    accounted_as_note,
     accounting_options,
     algorithm_options,
     build_plan,
@@ -144,7 +146,7 @@ def command(
         )
 
     # An RDP bound gives the number with the RDP accountant, a group bound by Lemma 5 or 6, and
-    # the server's view of user sampling (accountants/participation.py).
+    # the server's view of user sampling (accountants/rdp/participation.py).
     reads_rdp = accountant == "rdp" or (effective_k > 1 and method != "pld") or sampled
     refuse_unread_rdp_options(click.get_current_context(), reads_rdp)
 
@@ -246,6 +248,8 @@ def command(
     }
     if algo:
         row["rounds"] = steps_out
+    if accounted_as(algo) is not None:
+        row["note"] = f"accounted as {accounted_as(algo)}"
     columns = COLUMNS
     if sampled:
         row["view"] = view
@@ -265,6 +269,8 @@ def command(
             "epsilon is printed next to it"
         )
     notes = [f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"]
+    if accounted_as_note(algo) is not None:
+        notes.append(accounted_as_note(algo))
     if found.epsilon == 0 or 0 in final_views.values():
         notes.append(zero_epsilon_note(delta))
     if sampled and view == "model" and final_views["server"] > budget:

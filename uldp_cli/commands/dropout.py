@@ -6,10 +6,10 @@ from __future__ import annotations
 import click
 
 from uldp.accountants.assumptions import accounting_label
-from uldp.accountants.dropout import DropoutRound, participant_weights, rate_only_round, weighted_round
-from uldp.accountants.dropout_accounting import PAPER_ACCOUNTING, dropout_epsilon
-from uldp.accountants.dropout_assumptions import dropout_assumptions
-from uldp.accountants.dropout_report import dropout_report
+from uldp.accountants.dropout.accounting import PAPER_ACCOUNTING, dropout_epsilon
+from uldp.accountants.dropout.assumptions import dropout_assumptions
+from uldp.accountants.dropout.rounds import DropoutRound, participant_weights, rate_only_round, weighted_round
+from uldp.accountants.dropout.tables import dropout_report
 from uldp.errors import UldpError
 
 from ..accounting_options import refuse_unread_rdp_options

@@ -10,9 +10,10 @@ from pathlib import Path
 import click
 import numpy as np
 
-from uldp.accountants.budgets import DISTRIBUTIONS, describe, sample_budgets
 from uldp.accountants.conversion import CONVERSIONS
-from uldp.accountants.personalization import (
+from uldp.accountants.personalized.budgets import DISTRIBUTIONS, describe, sample_budgets
+from uldp.accountants.personalized.rate_search import BISECT_TOLERANCE, fit_scf
+from uldp.accountants.personalized.record_rates import (
     DEFAULT_Q_MIN,
     INFEASIBLE,
     METHODS,
@@ -21,10 +22,14 @@ from uldp.accountants.personalization import (
     personalization_assumptions,
     personalize,
 )
-from uldp.accountants.personalized import THREAT_MODELS, EpsilonCurve, RecordSampledFL
-from uldp.accountants.personalized import calibrate_sigma as calibrate_noise
-from uldp.accountants.rate_search import BISECT_TOLERANCE, fit_scf
-from uldp.accountants.user_rates import calibrate_user_sigma, server_epsilon, user_assumptions, user_run
+from uldp.accountants.personalized.record_spend import THREAT_MODELS, EpsilonCurve, RecordSampledFL
+from uldp.accountants.personalized.record_spend import calibrate_sigma as calibrate_noise
+from uldp.accountants.personalized.user_rates import (
+    calibrate_user_sigma,
+    server_epsilon,
+    user_assumptions,
+    user_run,
+)
 
 from ..aliases import AliasedOption
 from ..config import config_option
@@ -117,7 +122,7 @@ QUANTILES = (0, 1, 10, 50, 90, 99, 100)
 
 
 #: --level: whose budgets they are. record: rPDP-FL (slides ch. 3); user: ULDP-AVG / ULDP-SGD with
-#: per-user sampling (ULDP-FL Theorem 3, Algorithm 4; PULDP-AVG), `accountants.user_rates`.
+#: per-user sampling (ULDP-FL Theorem 3, Algorithm 4; PULDP-AVG), `accountants.personalized.user_rates`.
 LEVELS = ("record", "user")
 
 

@@ -8,9 +8,9 @@ from typing import cast
 
 import click
 
-from uldp.accountants.algorithms import Plan
 from uldp.accountants.events import Composed, SubsampledGaussian
-from uldp.accountants.statement import (
+from uldp.accountants.plan import Plan
+from uldp.accountants.statements.statement import (
     REPORT_ACCOUNTANTS,
     REPORT_GROUP_METHODS,
     Accounting,
@@ -190,7 +190,7 @@ def command(
       uldp report --opacus accountant.json
     """
     if schema:
-        from uldp.accountants.report_schema import schema_text
+        from uldp.accountants.statements.report_schema import schema_text
 
         click.echo(schema_text(), nl=False)
         return
@@ -306,7 +306,7 @@ def _text(statement: Statement, fmt: str) -> str:
 def _dp_sgd_description(
     sigma, dataset_size, batch_size, epochs, max_examples_per_user, q, steps, algo, *, used_microbatching
 ):
-    from uldp.accountants.external import DpSgdDescription
+    from uldp.accountants.statements.external import DpSgdDescription
 
     for flag, value in (("--q", q), ("--steps", steps), ("--algo", algo)):
         if value is not None:
@@ -370,7 +370,7 @@ def _settings(source, plan: Plan, dataset_size, batch_size, epochs, max_examples
 def _dp_event_document(plan: Plan | None, run: Path | None, ks, user_k, also: list[str]) -> dict:
     """The mechanism as dp-accounting DpEvents, with how to re-account it and the claims of the
     statement it leaves out (the groups of --k, --max-examples-per-user, the once-per-epoch lines)."""
-    from uldp.accountants.dp_events import dp_event_document
+    from uldp.accountants.statements.dp_events import dp_event_document
 
     if plan is None:
         from uldp.trainers.run_record import read_run

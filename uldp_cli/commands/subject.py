@@ -9,7 +9,14 @@ from pathlib import Path
 import click
 
 from uldp.accountants.assumptions import accounting_label
-from uldp.accountants.horizontal import (
+from uldp.accountants.subject.assumptions import ALGORITHM_NAMES, subject_assumptions
+from uldp.accountants.subject.holdings import (
+    ALLOCATIONS,
+    allocate_items,
+    read_holdings,
+    subject_sampling_rate,
+)
+from uldp.accountants.subject.horizontal import (
     ACCOUNTANTS,
     MECHANISMS,
     SUMMED,
@@ -23,8 +30,6 @@ from uldp.accountants.horizontal import (
     subject_sensitivity,
     user_ldp_epsilon,
 )
-from uldp.accountants.subject import ALLOCATIONS, allocate_items, read_holdings, subject_sampling_rate
-from uldp.accountants.subject_assumptions import ALGORITHM_NAMES, subject_assumptions
 
 from ..aliases import AliasedOption
 from ..config import config_option

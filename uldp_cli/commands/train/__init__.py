@@ -1,0 +1,32 @@
+"""`uldp train`: run a ULDP-FL algorithm on a data set, with utility and epsilon per round.
+
+`command` is the Click command (command.py); its options are grouped in `--help` by what they
+are about: the common ones (options.py) and each algorithm family's own (uldp_fl.py, rpdp_fl.py,
+dropouts.py, subject_level.py: options, checks, table columns and notes; families.py registers
+them). checks.py refuses what a run cannot use, run.py runs it, render.py prints it. `uldp audit`
+builds its run from the same pieces (check_ignored, check_subject, load_data, train_config).
+"""
+
+from __future__ import annotations
+
+from .checks import ALGORITHM_OPTIONS, check_ignored
+from .command import command
+from .options import CHECKPOINT_FILE
+from .rpdp_fl import BUDGET_DISTRIBUTIONS
+from .run import CONFIG_OPTIONS, load_data, train_config
+from .subject_level import check_subject
+from .uldp_fl import MAX_GROUP_K, GroupK
+
+__all__ = [
+    "ALGORITHM_OPTIONS",
+    "BUDGET_DISTRIBUTIONS",
+    "CHECKPOINT_FILE",
+    "CONFIG_OPTIONS",
+    "MAX_GROUP_K",
+    "GroupK",
+    "check_ignored",
+    "check_subject",
+    "command",
+    "load_data",
+    "train_config",
+]

@@ -1,0 +1,301 @@
+"""`uldp train`'s options that every algorithm family shares, by `--help` heading, with their
+parse-time ranges and parameter types (each family's own options are in its module)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import click
+
+from uldp.trainers.defaults import describe
+
+from ...option_groups import OptionGroup
+from ...options import (
+    SEED_MAX,
+    AlgorithmChoice,
+    AlgorithmOption,
+    IntegerIn,
+    Interval,
+    NoiseMultiplier,
+    OutputFile,
+    PositiveFloat,
+    PositiveInt,
+    can_create_in,
+    delta_option,
+    format_option,
+)
+
+DATASETS = ("mnist", "heart-disease", "gbsg2", "creditcard")
+MODELS = ("auto", "cnn", "mlp", "logistic", "cox")
+MAX_TABLE_ROWS = 15
+
+# Parse-time ranges (issue 12): where the maths, the float32 model or memory stops being
+# meaningful; each option's --help and docs/train.md ("Ranges") state them.
+CLIP_RANGE = (1e-6, 1e6)  # parameter-norm units; sigma * C must stay far inside float32 (3.4e38)
+MAX_LR = 1e6
+MAX_GLOBAL_LR = 1e9  # ULDP-AVG divides the server step by q |U| |S| (Algorithm 3 line 6)
+MIN_USER_Q = 1e-6  # the server step divides by q: a smaller q only magnifies noise to overflow
+MAX_ROUNDS = 100_000
+MAX_USERS = 10_000_000
+MAX_SILOS = 10_000
+MAX_LABELS_PER_USER = 10_000
+MAX_LOCAL_EPOCHS = 10_000
+MAX_LOCAL_STEPS = 1_000_000
+MAX_BATCH = 100_000_000
+MAX_NOISE_SEED = 2**128 - 1  # the entropy drawn by default is 128 bits
+MAX_THREADS = 1024
+MAX_EVERY = MAX_ROUNDS
+#: uldp.trainers.runner.CHECKPOINT_NAME, repeated so that parsing does not import torch (a test
+#: keeps the two equal).
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+class CheckpointDir(click.ParamType):
+    """--checkpoint DIR: refused at parse time, before any training, if a checkpoint could not be
+    written there (empty path, a file, a read-only or missing parent) (issue 12)."""
+
+    name = "directory"
+
+    def convert(self, value, param, ctx):
+        text = os.fsdecode(value) if isinstance(value, (str, bytes, os.PathLike)) else str(value)
+        if not text.strip():
+            self.fail("an empty path; give a directory", param, ctx)
+        path = Path(text)
+        if path.exists() and not path.is_dir():
+            self.fail(f"{path} is a file; give a directory", param, ctx)
+        if (path / CHECKPOINT_FILE).is_dir():
+            self.fail(f"{path / CHECKPOINT_FILE} is a directory, not a checkpoint; remove it", param, ctx)
+        existing = path
+        while not existing.exists() and existing != existing.parent:
+            existing = existing.parent  # the directory that `mkdir -p` would create it in
+        if not existing.is_dir() or not can_create_in(existing.resolve()):
+            self.fail(f"{path}: directory {existing} is not writable", param, ctx)
+        return text
+
+
+ALGORITHM = OptionGroup.of(
+    "Algorithm",
+    click.option(
+        "--algo",
+        type=AlgorithmChoice(),
+        required=True,
+        cls=AlgorithmOption,
+        help="Algorithm (ULDP-FL §3, §4.1):",
+    ),
+)
+
+DATA = OptionGroup.of(
+    "Data",
+    click.option(
+        "--dataset",
+        type=click.Choice(DATASETS),
+        default=None,
+        help="Built-in data set; or give --data-path with --user-column/--label-column.",
+    ),
+    click.option(
+        "--data-path",
+        "--path",
+        "data_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="creditcard: the Kaggle creditcard.csv; or your own CSV/Parquet table.",
+    ),
+    click.option(
+        "--user-column",
+        "--subject-column",
+        "user_column",
+        default=None,
+        help="Your table: column naming each record's user (its subject, for the subject-level algorithms).",
+    ),
+    click.option("--label-column", default=None, help="Your table: label column (survival: TIME,EVENT)."),
+    click.option("--silo-column", default=None, help="Your table: column naming the silo (optional)."),
+    click.option(
+        "--task",
+        type=click.Choice(["binary", "multiclass", "survival"]),
+        default="binary",
+        show_default=True,
+        help="Your table's task.",
+    ),
+    click.option(
+        "--users",
+        type=PositiveInt(MAX_USERS),
+        default=None,
+        help=f"Users |U| to allocate records to, 1 to the records, at most {MAX_USERS:,} "
+        f"({describe('users')}).",
+    ),
+    click.option(
+        "--silos",
+        type=PositiveInt(MAX_SILOS),
+        default=None,
+        help=f"Silos |S|, 1 to {MAX_SILOS:,} (default: 5, or the data set's fixed silos).",
+    ),
+    click.option(
+        "--allocation",
+        type=click.Choice(["uniform", "zipf", "power"]),
+        default="uniform",
+        show_default=True,
+        help="Record allocation to users and silos (§5.1); power: each user's records over the silos by "
+        "P(x; alpha) = alpha x^(alpha-1) (subject-level DP §4.2, --alpha).",
+    ),
+    click.option(
+        "--alpha",
+        type=Interval(1e-3, 1e3, low_open=False, high_open=False),
+        default=None,
+        help="--allocation power: alpha, in [0.001, 1000] (1: uniform; larger: a user's records on fewer "
+        "silos).",
+    ),
+    click.option(
+        "--labels-per-user",
+        type=PositiveInt(MAX_LABELS_PER_USER),
+        default=None,
+        help=f"Non-i.i.d. users: at most this many labels each (1 to {MAX_LABELS_PER_USER:,}).",
+    ),
+    click.option(
+        "--seed",
+        type=IntegerIn(0, SEED_MAX),
+        default=0,
+        show_default=True,
+        help="Seed for the data allocation and the initial model, 0 to 2**32-1.",
+    ),
+)
+
+MODEL = OptionGroup.of(
+    "Model and training",
+    click.option(
+        "--model",
+        type=click.Choice(MODELS),
+        default=None,
+        help=f"auto: the paper's model for the data set ({describe('model')}).",
+    ),
+    click.option(
+        "--rounds",
+        type=PositiveInt(MAX_ROUNDS),
+        default=None,
+        help=f"Training rounds T, 1 to {MAX_ROUNDS:,} ({describe('rounds')}).",
+    ),
+    click.option(
+        "--local-epochs",
+        type=PositiveInt(MAX_LOCAL_EPOCHS),
+        default=None,
+        help=f"Local epochs Q, 1 to {MAX_LOCAL_EPOCHS:,} ({describe('local_epochs')}).",
+    ),
+    click.option(
+        "--lr",
+        type=PositiveFloat(MAX_LR),
+        default=None,
+        help=f"Local learning rate, in (0, 1e6] ({describe('lr')}).",
+    ),
+    click.option(
+        "--global-lr",
+        type=PositiveFloat(MAX_GLOBAL_LR),
+        default=None,
+        help=f"Global (server) learning rate, in (0, 1e9] ({describe('global_lr')}).",
+    ),
+    click.option(
+        "--batch-size",
+        type=PositiveInt(MAX_BATCH),
+        default=32,
+        show_default=True,
+        help="Silo-level SGD / DP-SGD batch, 1 to 1e8 (default, uldp-naive, uldp-group).",
+    ),
+)
+
+PRIVACY = OptionGroup.of(
+    "Privacy",
+    click.option(
+        "--sigma",
+        type=NoiseMultiplier(),
+        default=None,
+        help=f"Noise multiplier, in [1e-6, 1e6] ({describe('sigma')}; with per-record or per-user budgets: "
+        "calibrated to them).",
+    ),
+    click.option(
+        "--clip",
+        type=Interval(*CLIP_RANGE, low_open=False, high_open=False),
+        default=1.0,
+        show_default=True,
+        help="Clipping bound C, in [1e-6, 1e6].",
+    ),
+    delta_option,
+    click.option(
+        "--user-q",
+        type=Interval(MIN_USER_Q, 1.0, low_open=False, high_open=False),
+        default=1.0,
+        show_default=True,
+        help="User-level Poisson sampling rate per round (Algorithm 4), in [1e-6, 1].",
+    ),
+    click.option(
+        "--noise-seed",
+        type=IntegerIn(0, MAX_NOISE_SEED),
+        default=None,
+        help="Make noise and sampling reproducible, 0 to 2**128-1 (experiments only: anyone who "
+        "knows it can remove the noise). Default: fresh OS entropy every run.",
+    ),
+)
+
+ENGINE = OptionGroup.of(
+    "Engine",
+    click.option(
+        "--engine",
+        type=click.Choice(["local", "flower"]),
+        default="local",
+        show_default=True,
+        help="local: every silo in this process; flower: each silo a separate party (a Flower "
+        "ClientApp on its own SuperNode) in Flower's simulation engine (the 'flower' extra; docs/flower.md).",
+    ),
+    click.option(
+        "--device",
+        type=click.Choice(["cpu", "cuda"]),
+        default="cpu",
+        show_default=True,
+        help="cuda: train on the GPU (must be present).",
+    ),
+    click.option(
+        "--threads",
+        type=PositiveInt(MAX_THREADS),
+        default=None,
+        help=f"torch CPU threads, 1 to {MAX_THREADS} (default: the CPUs free now, this process's CPUs minus "
+        "the 1-minute load average, at least 1; docs/performance.md).",
+    ),
+    click.option("--loop", is_flag=True, help="Train users one by one (the slow reference path)."),
+)
+
+OUTPUT = OptionGroup.of(
+    "Output",
+    format_option,
+    click.option(
+        "--metrics",
+        "metrics_path",
+        type=OutputFile(),
+        default=None,
+        help="Write one line per round to FILE.jsonl or FILE.csv.",
+    ),
+    click.option(
+        "--plot",
+        "plot_path",
+        type=OutputFile(),
+        default=None,
+        help="Draw utility, loss and epsilon against rounds to this PNG.",
+    ),
+    click.option(
+        "--every",
+        type=PositiveInt(MAX_EVERY),
+        default=None,
+        help=f"Table: show every N-th round and the last (default: N so that at most {MAX_TABLE_ROWS} "
+        "rows show; --metrics and --format json/csv always have every round).",
+    ),
+    click.option(
+        "--checkpoint",
+        "checkpoint_dir",
+        type=CheckpointDir(),
+        default=None,
+        help="Directory for a checkpoint after every round (created if missing; locked while a run uses it).",
+    ),
+    click.option("--resume", is_flag=True, help="Continue from the checkpoint in --checkpoint."),
+    click.option(
+        "--overwrite",
+        is_flag=True,
+        help="Replace a checkpoint already in --checkpoint DIR (without it, such a DIR is refused).",
+    ),
+)
