@@ -2,7 +2,7 @@
 
 One structured record per accounting request: the delta, the accountants that produced the
 numbers, the RDP conversion and orders where RDP was used, and each plan's own assumptions
-(algorithm, noise, mechanism, neighbouring relation: `algorithms.Plan.assumptions`).
+(algorithm, noise, mechanism, neighbouring relation: `plan.Plan.assumptions`).
 `as_dict` gives the labelled lines the CLI prints as the assumptions block and writes to JSON.
 
 Commands whose block has its own order (`uldp dropout`, `uldp subject`, `uldp personalize`) get an

@@ -9,6 +9,10 @@ costs about a second, and the RDP path of the CLI must start in well under one;
 Neighbouring relation throughout: add or remove one unit (a record, or every record of one user
 for the user-level algorithms), as in ULDP-FL §2.2 and the RDP analysis of the sampled Gaussian
 (Mironov, Talwar, Zhang 2019); `Group` widens the unit to k records.
+
+The ranges an event may be accounted in live here too, beside the events they bound (the noise
+multipliers every accountant takes, the smallest the tight ones take, the largest group the PLD
+group bound serves), so that the CLI checks them without importing any accountant.
 """
 
 from __future__ import annotations

@@ -246,9 +246,8 @@ def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algo
         return None
     # A `-w` variant is accepted by `uldp account` under its own name (the same numbers as its
     # base algorithm's, with a note), so the check names the algorithm the user trained.
-    algo = cfg.algo if spec.plan is not None else spec.accounted_as
     parts = [
-        f"uldp account --algo {algo} --sigma {cfg.sigma:g} --rounds {rounds}",
+        f"uldp account --algo {cfg.algo} --sigma {cfg.sigma:g} --rounds {rounds}",
         f"--delta {cfg.delta:g}",
         *algorithm.account_flags(cfg, n_silos),
     ]

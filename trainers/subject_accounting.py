@@ -11,7 +11,7 @@ over the holdings the data actually has, by `accountants.subject.horizontal.wors
 subject --holdings` runs; LocalItemDP and LocalGroupDP add their item-level epsilon, UserLDP its
 user-level LDP (Theorem 3.3). A subject's m items at a LocalItemDP or LocalGroupDP member are
 accounted as the Binomial(m, q) mixture of their draws (`horizontal.MixturePart`), whose RDP
-curve is one sub-sampled Gaussian's (`rdp.step_rdp`, cached per multiplier and rate): a round
+curve is one sub-sampled Gaussian's (`rdp.curves.step_rdp`, cached per multiplier and rate): a round
 costs what it did before. No torch.
 """
 

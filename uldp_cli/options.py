@@ -263,8 +263,7 @@ class AlgorithmChoice(click.Choice):
 
     @property  # type: ignore[override]
     def choices(self) -> tuple[str, ...]:
-        from uldp.trainers.algorithms import algorithm_names
-        from uldp.trainers.algorithms.registry import plan_names
+        from uldp.trainers.algorithms import algorithm_names, plan_names
 
         return plan_names() if self.accounted else algorithm_names()
 

@@ -31,11 +31,11 @@ def dropout_epsilon(
     multiplier: float, q: float, rounds: int, delta: float, *, exact: bool = True, **accounting: Any
 ) -> float:
     """Epsilon after `rounds` rounds, each a Poisson-subsampled Gaussian with this multiplier
-    (by RDP from the cached one-round curve, `rdp.step_rdp`: tables and searches reuse it).
+    (by RDP from the cached one-round curve, `rdp.curves.step_rdp`: tables and searches reuse it).
 
     At q = 1 with `exact` (the default), the exact epsilon of `rounds` plain Gaussians
     (`gaussian.gaussian_epsilon` at mu = sqrt(rounds) / multiplier, computed as a training run's
-    rounds are, `dropout_run`, so the two agree to the last digit); `exact=False` gives the
+    rounds are, `run_spend`, so the two agree to the last digit); `exact=False` gives the
     accountant's figure, the cross-check.
     """
     if exact and q >= 1.0:

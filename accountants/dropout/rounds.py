@@ -1,4 +1,5 @@
-"""Privacy of distributed-noise federated averaging when participants drop out.
+"""A round of distributed-noise federated averaging after dropouts: its weights, the noise that
+survives, and the multiplier that noise gives the released average (`DropoutRound`).
 
 Baek, Kim, Nam, Park, "Enhancing Differential Privacy for Federated Learning at Scale" (IEEE
 Access 2021), §IV-V. Notation of the paper: n is the weight sum of the participants sampled in
@@ -47,7 +48,7 @@ A coalition of surviving participants of weight k knows its own noise shares: ag
 released model it sees the other survivors' noise only, multiplier z sqrt((n'-k)/n') calibrated,
 z sqrt((n'-k)/n_ref) without calibration (`DropoutRound.coalition_multiplier`); in Algorithm 3 it
 also learns who was sampled, so it is accounted like the server
-(`dropout_accounting.server_epsilon`).
+(`accounting.server_epsilon`).
 """
 
 from __future__ import annotations
@@ -105,7 +106,7 @@ class DropoutRound:
     reference: float
     # Weight of participants alive at upload (counted in n') that are lost before they send their
     # calibration share (Algorithm 2 line 22): their first share stays in the aggregate. 0 in
-    # `uldp dropout`'s scenarios; a training run records what happened (`dropout_run`).
+    # `uldp dropout`'s scenarios; a training run records what happened (`run_spend`).
     calibration_dropped: float = 0.0
 
     def __post_init__(self) -> None:

@@ -1,7 +1,7 @@
 """The searches behind per-record sampling rates (rPDP-FL, slides ch. 3 III): grid, SCF, bisection.
 
 Each finds, for budgets epsilon_j, a rate q_j with epsilon*(q_j) <= epsilon_j on the increasing
-curve epsilon*(q) (`personalized.EpsilonCurve`): the exact grid search, the slides' Algorithm 3
+curve epsilon*(q) (`record_spend.EpsilonCurve`): the exact grid search, the slides' Algorithm 3
 (Simulation-CurveFitting) with its re-accounting, and the BinarySearch baseline. What each
 method means, and how its answers are reported, is in `accountants.personalized.record_rates`.
 """

@@ -1,7 +1,7 @@
 """Per-record sampling probabilities from per-record budgets (rPDP-FL, slides ch. 3 III).
 
 Every record j has a budget epsilon_j; it needs the largest q_j with epsilon*(q_j) <= epsilon_j,
-where epsilon*(q) is `personalized.EpsilonCurve` (increasing in q). Three ways, side by side:
+where epsilon*(q) is `record_spend.EpsilonCurve` (increasing in q). Three ways, side by side:
 
 - ``exact`` (default): epsilon*(q) evaluated exactly on a geometric grid of rates q_min ... q_cap
   with ratio <= 1.001, made non-decreasing by a running maximum (a no-op when the computed curve

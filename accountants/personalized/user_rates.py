@@ -10,7 +10,7 @@ user u sees T rounds of a Poisson-subsampled Gaussian at rate q_u, which is exac
 of an rPDP-FL run with tau = 1 local step and every client in every round
 (`accountants.personalized.record_spend`, slides ch. 3 II: rho_FL = T rho(alpha, q_u)). So the curve, its
 inverse and the calibration of sigma are those of the record level (`EpsilonCurve`,
-`personalization.personalize`, `personalized.calibrate_sigma`): one code path, the same exact
+`record_rates.personalize`, `record_spend.calibrate_sigma`): one code path, the same exact
 inverse; only the run's description differs (`UserSampledULDP`), so the assumptions say user
 level.
 
@@ -102,7 +102,7 @@ def user_rates(
     infeasible: str = "clamp",
 ) -> Personalization:
     """Each user's q_u from its budget: the largest rate on the exact grid whose epsilon*(q_u)
-    is within it (`personalization.personalize`, method exact), with the epsilon it spends.
+    is within it (`record_rates.personalize`, method exact), with the epsilon it spends.
 
     `curve` is a `user_curve`; budgets outside [epsilon*(q_min), epsilon*(q_cap)] follow
     `infeasible` exactly as records do (a budget of 0 gets q_u = 0: never sampled).

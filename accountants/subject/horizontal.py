@@ -6,7 +6,7 @@ the per-mini-batch subject sensitivity C of HiGradAvgDP, Lemma 3.7), Poisson sam
 rate q; s of the N members are selected per round, for R rounds.
 
 - Local guarantee (per member, Theorem 3.8): R x T steps of a Poisson-subsampled Gaussian, at the
-  subject's rate 1 - (1 - q)^m when the member holds m of its items (`subject.subject_sampling_rate`).
+  subject's rate 1 - (1 - q)^m when the member holds m of its items (`holdings.subject_sampling_rate`).
   It is "locally enforced" in the paper's sense: the subject's items at one member change, every
   other member's data fixed. A member's updates carry the global model, which depends on the
   subject's items at the other members, so it is a Definition 2.3 (subject-level) bound only for

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from uldp.accountants.assumptions import accounting_assumptions
-from uldp.trainers.algorithms.registry import accounted_names, plan_algorithm
+from uldp.trainers.algorithms.registry import plan_algorithm, plan_names
 
 # A number right after a formula symbol (C, sigma, |S|, a power) or right after another number,
 # separated by a space only: a value pasted into a formula where an operator belongs.
@@ -32,7 +32,7 @@ def _lines(algorithm: str, settings: dict) -> dict[str, str]:
     ).as_dict()
 
 
-@pytest.mark.parametrize("algorithm", accounted_names())
+@pytest.mark.parametrize("algorithm", plan_names())
 @pytest.mark.parametrize("settings", SETTINGS)
 def test_no_number_is_pasted_into_a_formula(algorithm, settings):
     for label, text in _lines(algorithm, settings).items():

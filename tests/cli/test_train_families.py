@@ -24,6 +24,7 @@ HEADINGS = [
     "Data",
     "Model and training",
     "Privacy",
+    "Secure computation",
     "ULDP-FL algorithms",
     "rPDP-FL algorithms",
     "Dropout-robust algorithm",
@@ -121,3 +122,38 @@ def test_the_command_function_stays_short():
     start = next(i for i, line in enumerate(lines) if line.startswith("def "))
     body = lines[start + 1 :]
     assert len(body) < 150, f"uldp train's command function has {len(body)} lines"
+
+
+def test_a_family_heading_holds_only_options_no_other_familys_algorithm_reads():
+    # An option that algorithms of two families read (--local-steps, --group-k, --secure) sits
+    # under a common heading, never under one family's: the heading must not mislead.
+    from uldp.cli.commands.train.checks import ALGORITHM_OPTIONS
+    from uldp.trainers.algorithms import get_algorithm
+
+    checked = 0
+    for family in FAMILIES.values():
+        for param in family.options.params:
+            field = ALGORITHM_OPTIONS.get(param.name)
+            if field is None:
+                continue
+            readers = [name for name in algorithm_names() if field in get_algorithm(name).options]
+            strangers = [name for name in readers if family_of(name) is not family]
+            assert not strangers, f"--{param.name} is under {family.heading!r} but {strangers} read it"
+            checked += 1
+    assert checked >= 8  # the dropout options, --silo-q, --local-batch-size, --epsilon at least
+
+
+@pytest.mark.parametrize("family_name", list(FAMILIES))
+def test_a_family_renders_a_run_that_reports_none_of_its_own_figures(family_name):
+    # A plug-in claimed by a family (observed, subject level...) may report only the user-level
+    # epsilon: the family then shows that, rather than failing after the whole run.
+    family = FAMILIES[family_name]
+    summary = {"algo": "plug-in", "epsilon": 1.5, "server_epsilon": 2.5, "rounds": 2, "silos": 3}
+    rows = [
+        {"round": 1, "epsilon": 1.0, "server_epsilon": 2.0},
+        {"round": 2, "epsilon": 1.5, "server_epsilon": 2.5},
+    ]
+    columns, shown = family.columns(summary, rows, "table")
+    assert ("epsilon", "epsilon (model)") in columns and ("server_epsilon", "epsilon (server)") in columns
+    assert shown == rows
+    assert all("epsilon (model)" in note for note in family.notes(summary, rows))

@@ -101,6 +101,21 @@ def test_register_and_unregister():
     assert "plain" not in algorithm_names()
 
 
+def test_a_secure_plug_in_may_run_secure_until_it_is_unregistered():
+    # The names --secure applies to are kept beside the registry (algorithms/secure_algorithms.py,
+    # below base.TrainConfig): register and unregister must keep them in step with the specs.
+    spec = AlgorithmSpec(name="plain-secure", help="", build=lambda cfg, silos, task: FedAvg(), secure=True)
+    register(spec)
+    try:
+        assert secure_names()[-1] == "plain-secure"
+        assert TrainConfig(algo="plain-secure", rounds=1, secure=True).secure
+    finally:
+        unregister("plain-secure")
+    assert "plain-secure" not in secure_names()
+    with pytest.raises(InvalidParameter, match="--secure applies to"):
+        TrainConfig(algo="plain-secure", rounds=1, secure=True)
+
+
 def test_a_spec_without_plan_cannot_be_accounted_as_another():
     with pytest.raises(InvalidParameter, match="needs a plan"):
         AlgorithmSpec(name="x", help="", build=lambda cfg, silos, task: FedAvg(), accounted_as="uldp-avg")
@@ -109,8 +124,8 @@ def test_a_spec_without_plan_cannot_be_accounted_as_another():
 def test_reading_the_registry_imports_no_torch():
     code = (
         "import sys\n"
-        "from uldp.trainers.algorithms import accounted_names, plan_algorithm\n"
-        "for name in accounted_names():\n"
+        "from uldp.trainers.algorithms import plan_algorithm, plan_names\n"
+        "for name in plan_names():\n"
         "    plan_algorithm(name, sigma=1.0, rounds=3, k=2, record_q=0.1)\n"
         "print('torch' in sys.modules)\n"
     )

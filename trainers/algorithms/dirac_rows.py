@@ -2,8 +2,9 @@
 
 A canary user's update is a Dirac vector (trainers/canaries.py: CANARY_NORM * C on a coordinate of
 its own); a silo sends its canaries' rows beside its users' dense ones (`base.SiloUserDeltas.dirac`),
-and the server clips, weights and sums them as it would dense rows. Apart from canaries.py, which
-names `base.SiloData`, because the message type names these rows: both import them from here.
+and the server clips, weights and sums them as it would dense rows. They live apart from
+canaries.py (which names `base.SiloData`) because the message type `base.SiloUserDeltas` names
+them: both import them from here.
 """
 
 from __future__ import annotations

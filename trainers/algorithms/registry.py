@@ -197,10 +197,9 @@ def algorithm_names() -> tuple[str, ...]:
 
 
 def accounted_names() -> tuple[str, ...]:
-    """The distinct mechanisms: what `uldp account --algo` and `uldp calibrate --algo` accept.
-
-    A `-w` variant is accounted under its base algorithm's name, so it is not listed twice.
-    """
+    """The distinct mechanisms (no `-w` variant, which releases its base algorithm's): the
+    algorithms named when `uldp account` / `uldp calibrate` refuse an option none of them reads.
+    `plan_names` is what those commands accept."""
     return tuple(name for name, spec in _REGISTRY.items() if spec.private and spec.accounted_as == name)
 
 
@@ -242,7 +241,7 @@ def unaccounted_reason(algorithm: str) -> str:
             f"{algorithm} is not private, there is nothing to account; algorithm must be one of "
             f"{', '.join(plan_names())}"
         )
-    return f"{algorithm} has a plan: it is accounted as {spec.accounted_as}"
+    raise ValueError(f"{algorithm} has a plan: there is no reason to give")
 
 
 def plan_algorithm(

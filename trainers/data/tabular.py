@@ -207,7 +207,8 @@ def load_table(
     features are standardised on the training split. Each silo is split into train and test,
     stratified by label. `budget_column`, if
     given, holds each record's privacy budget epsilon (rPDP-FL): it is not a feature, and the
-    training records' budgets come back as `record_budget` (checked by `personal.check_budgets`).
+    training records' budgets come back as `record_budget` (checked by
+    `accountants.personalized.record_rates.check_budgets`).
     """
     if task not in TASKS:
         raise DataError(f"--task must be one of {', '.join(TASKS)}, got {task!r}")

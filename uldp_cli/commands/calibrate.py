@@ -248,8 +248,9 @@ def command(
     }
     if algo:
         row["rounds"] = steps_out
-    if accounted_as(algo) is not None:
-        row["note"] = f"accounted as {accounted_as(algo)}"
+    base = accounted_as(algo)
+    if base is not None:
+        row["note"] = f"accounted as {base}"
     columns = COLUMNS
     if sampled:
         row["view"] = view
@@ -269,8 +270,9 @@ def command(
             "epsilon is printed next to it"
         )
     notes = [f"re-accounted: epsilon {found.epsilon:.6g} <= budget {budget:g} at the returned setting"]
-    if accounted_as_note(algo) is not None:
-        notes.append(accounted_as_note(algo))
+    weights_note = accounted_as_note(algo)
+    if weights_note is not None:
+        notes.append(weights_note)
     if found.epsilon == 0 or 0 in final_views.values():
         notes.append(zero_epsilon_note(delta))
     if sampled and view == "model" and final_views["server"] > budget:

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from .checks import ALGORITHM_OPTIONS, check_ignored
 from .command import command
-from .options import CHECKPOINT_FILE
+from .options import CHECKPOINT_FILE, MAX_GROUP_K, GroupK
 from .rpdp_fl import BUDGET_DISTRIBUTIONS
 from .run import CONFIG_OPTIONS, load_data, train_config
 from .subject_level import check_subject
-from .uldp_fl import MAX_GROUP_K, GroupK
 
 __all__ = [
     "ALGORITHM_OPTIONS",

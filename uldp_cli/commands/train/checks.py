@@ -1,8 +1,12 @@
 """`uldp train`'s input checks: each refusal one line naming the option, exit status 2 (issue 12).
 
 `check_options` runs them in order: the data and outputs, the options the algorithm would ignore,
-each family's own checks (`Family.check`), then the personalised budgets, whose sources span two
-families (ULDP-FL's --user-budgets, rPDP-FL's per-record budgets).
+the dropout options (dropouts.py), the subject level's (subject_level.py, which also checks
+--allocation's alpha and resolves sigma from --epsilon), then the personalised budgets, whose
+sources span two families (ULDP-FL's --user-budgets, rPDP-FL's per-record budgets). The order is
+written here, not derived from the families' order in `--help`: it decides which refusal a user
+with two mistakes sees first. The family checks run whatever the algorithm: an option read from
+--config that the algorithm ignores must still make sense with the others.
 """
 
 from __future__ import annotations
@@ -14,8 +18,9 @@ import click
 from click.core import ParameterSource
 
 from ...options import given_source
-from .families import FAMILIES
+from .dropouts import check_dropouts
 from .options import CHECKPOINT_FILE
+from .subject_level import check_subject_options
 
 #: The options an algorithm may leave unused (AlgorithmSpec.options), by parameter name.
 ALGORITHM_OPTIONS = {
@@ -47,9 +52,8 @@ def check_options(ctx: click.Context, options: dict[str, Any]) -> bool:
     o = options
     check_inputs(o)
     check_ignored(ctx, o["algo"], o["dataset"], o["user_column"], o["secure"], o["fmt"], o["checkpoint_dir"])
-    for family in FAMILIES.values():
-        if family.check is not None:
-            family.check(ctx, o)
+    check_dropouts(ctx, o)
+    check_subject_options(ctx, o)
     return check_budgets(
         o["algo"],
         o["distribution"],

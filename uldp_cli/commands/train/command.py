@@ -14,11 +14,20 @@ from ...option_groups import grouped_command
 from ...signals import Terminated
 from .checks import check_options
 from .families import FAMILIES, family_of
-from .options import ALGORITHM, DATA, ENGINE, MODEL, OUTPUT, PRIVACY
+from .options import ALGORITHM, DATA, ENGINE, MODEL, OUTPUT, PRIVACY, SECURE
 from .render import render
 from .run import chosen_settings, interrupted, prepare, run_rounds, start
 
-OPTION_GROUPS = (ALGORITHM, DATA, MODEL, PRIVACY, *(f.options for f in FAMILIES.values()), ENGINE, OUTPUT)
+OPTION_GROUPS = (
+    ALGORITHM,
+    DATA,
+    MODEL,
+    PRIVACY,
+    SECURE,
+    *(f.options for f in FAMILIES.values()),
+    ENGINE,
+    OUTPUT,
+)
 
 
 @grouped_command("train", *OPTION_GROUPS)

@@ -12,7 +12,7 @@ from ...options import IntegerIn, Interval, PositiveFloat, PositiveInt
 from ...render import format_cell
 from .family import Column, Family
 from .options import MAX_BATCH, MAX_SILOS, MAX_USERS
-from .render import user_epsilon_columns
+from .render import sampling_notes, user_epsilon_columns
 
 OPTIONS = OptionGroup.of(
     "Dropout-robust algorithm",
@@ -95,7 +95,10 @@ def dropout_settings(options: dict[str, Any]) -> dict[str, Any]:
 
 def dropout_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Column], list[dict]]:
     """The epsilon spent, then who was sampled and who dropped, per round (the calibration column
-    only when someone dropped there)."""
+    only when someone dropped there). A run without a dropout summary (an observed plug-in that
+    reports none) shows the user-level columns."""
+    if "target_epsilon" not in summary:
+        return user_epsilon_columns(summary), rows
     columns = [*user_epsilon_columns(summary), ("participants", "sampled"), ("dropped_upload", "dropped")]
     if any(r.get("dropped_calibration") for r in rows):
         columns.append(("dropped_calibration", "dropped at calibration"))
@@ -103,7 +106,10 @@ def dropout_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Col
 
 
 def dropout_notes(summary: dict, history: list[dict]) -> list[str]:
-    """The epsilon spent against the run's target, and the rounds not released."""
+    """The epsilon spent against the run's target, and the rounds not released (none for a run
+    that reports no target)."""
+    if "target_epsilon" not in summary:
+        return sampling_notes(summary)
     spent, target = summary["epsilon"], summary["target_epsilon"]
     compare = "met" if spent <= target * (1 + 1e-9) else f"EXCEEDED by {100 * (spent / target - 1):.1f}%"
     dropped = sum(r["dropped_upload"] + r["dropped_calibration"] for r in history)
@@ -133,5 +139,4 @@ FAMILY = Family(
     options=OPTIONS,
     columns=dropout_columns,
     notes=dropout_notes,
-    check=check_dropouts,
 )

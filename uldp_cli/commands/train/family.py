@@ -13,8 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from ...option_groups import OptionGroup
 
 if TYPE_CHECKING:
@@ -26,9 +24,6 @@ Column = tuple[str, str]
 Columns = Callable[[dict, list[dict], str], tuple[list[Column], list[dict]]]
 #: (summary, history) -> the family's lines below the table.
 Notes = Callable[[dict, list[dict]], list[str]]
-#: (context, options) -> None: refuses (exit 2) what its options cannot mean together, and may
-#: resolve an option in `options` (the subject level's sigma from --epsilon, say).
-Check = Callable[[click.Context, dict[str, Any]], None]
 #: (data, options, chosen settings) -> the data prepared before round 1, and the TrainConfig
 #: fields that preparation sets (`options` and `chosen` updated where it resolves them).
 Prepare = Callable[[Any, dict[str, Any], dict[str, Any]], tuple[Any, dict[str, Any]]]
@@ -39,10 +34,10 @@ class Family:
     """One algorithm family of `uldp train`.
 
     `claims`: whether an algorithm's spec is of this family (exactly one family claims each).
-    `options`: its options, listed under their heading in `--help`. `check` runs
-    on every run, whatever the algorithm: an option read from --config that the algorithm
-    ignores must still make sense with the others. `prepare` runs before round 1 on this
-    family's runs only.
+    `options`: its options, listed under their heading in `--help` (options several families
+    read sit under the common headings of options.py). Its options' checks live in its module
+    and run in the order checks.py writes down. `prepare` runs before round 1 on this family's
+    runs only.
     """
 
     name: str
@@ -50,7 +45,6 @@ class Family:
     options: OptionGroup
     columns: Columns
     notes: Notes
-    check: Check | None = None
     prepare: Prepare | None = None
 
     @property

@@ -46,7 +46,9 @@ MAX_BATCH = 100_000_000
 MAX_NOISE_SEED = 2**128 - 1  # the entropy drawn by default is 128 bits
 MAX_THREADS = 1024
 MAX_EVERY = MAX_ROUNDS
-#: uldp.trainers.runner.CHECKPOINT_NAME, repeated so that parsing does not import torch (a test
+MAX_GROUP_K = 1_000_000
+KEY_BITS_RANGE = (256, 16384)  # Paillier: >= 2048 unless --test-keys; 16384 takes minutes to make
+#: uldp.trainers.checkpoint_file.CHECKPOINT_NAME, repeated so that parsing does not import torch (a test
 #: keeps the two equal).
 CHECKPOINT_FILE = "checkpoint.pt"
 
@@ -72,6 +74,20 @@ class CheckpointDir(click.ParamType):
         if not existing.is_dir() or not can_create_in(existing.resolve()):
             self.fail(f"{path}: directory {existing} is not writable", param, ctx)
         return text
+
+
+class GroupK(click.ParamType):
+    """uldp-group's k: an integer >= 1, `max` or `median` of the records per user."""
+
+    name = "k"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and value.strip().lower() in ("max", "median"):
+            return value.strip().lower()
+        try:
+            return PositiveInt(MAX_GROUP_K).convert(value, param, ctx)
+        except click.BadParameter:
+            self.fail(f"{value!r} is not an integer in [1, {MAX_GROUP_K}], max or median", param, ctx)
 
 
 ALGORITHM = OptionGroup.of(
@@ -199,6 +215,13 @@ MODEL = OptionGroup.of(
         show_default=True,
         help="Silo-level SGD / DP-SGD batch, 1 to 1e8 (default, uldp-naive, uldp-group).",
     ),
+    click.option(
+        "--local-steps",
+        type=PositiveInt(MAX_LOCAL_STEPS),
+        default=None,
+        help=f"rpdp/unidp: DP-SGD steps tau per round on a sampled silo; userldp, localgroupdp, higradavgdp, "
+        f"localitemdp: mini-batches per member and round; 1 to {MAX_LOCAL_STEPS:,} (default: 50).",
+    ),
 )
 
 PRIVACY = OptionGroup.of(
@@ -226,12 +249,38 @@ PRIVACY = OptionGroup.of(
         help="User-level Poisson sampling rate per round (Algorithm 4), in [1e-6, 1].",
     ),
     click.option(
+        "--group-k",
+        type=GroupK(),
+        default="median",
+        show_default=True,
+        help=f"uldp-group: records kept per user, an integer in [1, {MAX_GROUP_K:,}], max or median; "
+        "localgroupdp: Z, a subject's items kept per member (default there: max, none dropped).",
+    ),
+    click.option(
         "--noise-seed",
         type=IntegerIn(0, MAX_NOISE_SEED),
         default=None,
         help="Make noise and sampling reproducible, 0 to 2**128-1 (experiments only: anyone who "
         "knows it can remove the noise). Default: fresh OS entropy every run.",
     ),
+)
+
+SECURE = OptionGroup.of(
+    "Secure computation",
+    click.option(
+        "--secure",
+        is_flag=True,
+        help="uldp-avg-w/-sgd-w: weight through Protocol 1 (Paillier); dp-fedavg-robust: secure "
+        "aggregation of the uploads (Algorithm 3).",
+    ),
+    click.option(
+        "--key-bits",
+        type=IntegerIn(*KEY_BITS_RANGE),
+        default=3072,
+        show_default=True,
+        help="--secure: Paillier modulus bits, 2048 to 16384 (from 256 with --test-keys).",
+    ),
+    click.option("--test-keys", is_flag=True, help="--secure: allow small, INSECURE keys (tests only)."),
 )
 
 ENGINE = OptionGroup.of(

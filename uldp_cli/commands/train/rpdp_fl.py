@@ -7,10 +7,10 @@ import click
 
 from ...aliases import AliasedOption
 from ...option_groups import OptionGroup
-from ...options import Interval, PositiveInt
+from ...options import Interval
 from ...render import format_cell
 from .family import Column, Family
-from .options import MAX_LOCAL_STEPS, MIN_USER_Q
+from .options import MIN_USER_Q
 from .render import sampling_notes, user_epsilon_columns
 
 #: uldp.accountants.personalized.budgets.DISTRIBUTIONS, repeated so that parsing does not import
@@ -51,13 +51,6 @@ OPTIONS = OptionGroup.of(
         default=None,
         help="rpdp/unidp/default: the column holding each record's budget (> 0): of --epsilon-csv "
         "(default: epsilon), else of your own table (--data-path with --user-column).",
-    ),
-    click.option(
-        "--local-steps",
-        type=PositiveInt(MAX_LOCAL_STEPS),
-        default=None,
-        help=f"rpdp/unidp: DP-SGD steps tau per round on a sampled silo, 1 to {MAX_LOCAL_STEPS:,} "
-        "(default: 50).",
     ),
     click.option(
         "--silo-q",

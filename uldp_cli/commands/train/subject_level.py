@@ -12,6 +12,7 @@ from ...option_groups import OptionGroup
 from ...options import EpsilonBudget, given_source
 from ...render import format_cell
 from .family import Column, Family
+from .render import sampling_notes, user_epsilon_columns
 
 OPTIONS = OptionGroup.of(
     "Subject-level algorithms",
@@ -56,7 +57,7 @@ def check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):
     return True, sigma, epsilon
 
 
-def _check(ctx: click.Context, options: dict[str, Any]) -> None:
+def check_subject_options(ctx: click.Context, options: dict[str, Any]) -> None:
     """`check_subject` on the command's options, resolving sigma, epsilon and Z in them."""
     subject_level, options["sigma"], options["epsilon"] = check_subject(
         ctx, options["algo"], options["sigma"], options["epsilon"], options["allocation"], options["alpha"]
@@ -94,7 +95,10 @@ def prepare_subject(data, options: dict[str, Any], chosen: dict[str, Any]) -> tu
 
 def subject_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Column], list[dict]]:
     """The subject-level run's epsilons: the worst subject's at its busiest member and across the
-    federation, and the algorithm's own (item level, user-level LDP)."""
+    federation, and the algorithm's own (item level, user-level LDP). A run that reports no
+    subject-level figures (a plug-in) shows the user-level columns."""
+    if summary.get("level") != "subject":
+        return user_epsilon_columns(summary), rows
     algo = summary["algo"]
     columns = [
         ("subject_epsilon_member", "eps subject (member)"),
@@ -108,7 +112,10 @@ def subject_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Col
 
 
 def subject_notes(summary: dict, history: list[dict]) -> list[str]:
-    """What the subject-level figures are for, the target, and the mini-batches' make-up."""
+    """What the subject-level figures are for, the target, and the mini-batches' make-up (none
+    for a run that reports no subject-level figures)."""
+    if summary.get("level") != "subject":
+        return sampling_notes(summary)
     algo = summary["algo"]
     level = "item-level" if algo == "localitemdp" else "worst subject's federation-wide"
     notes = [
@@ -174,6 +181,5 @@ FAMILY = Family(
     options=OPTIONS,
     columns=subject_columns,
     notes=subject_notes,
-    check=_check,
     prepare=prepare_subject,
 )
