@@ -55,16 +55,16 @@ class GroupedCommand(click.Command):
         self.option_groups = tuple(option_groups)
         self.other_heading = other_heading
         grouped = [id(p) for group in self.option_groups for p in group.params]
+        self._grouped = frozenset(grouped)
         # A mistake here would hide an option from --help or list it twice: refuse it at import.
-        if len(set(grouped)) != len(grouped):
+        if len(self._grouped) != len(grouped):
             raise ValueError(f"{self.name}: a parameter is in more than one option group")
-        if not set(grouped) <= {id(p) for p in self.params}:
+        if not self._grouped <= {id(p) for p in self.params}:
             raise ValueError(f"{self.name}: an option group holds a parameter the command does not have")
 
     def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
-        grouped = {id(p) for group in self.option_groups for p in group.params}
         sections = [(group.heading, _records(group.params, ctx)) for group in self.option_groups]
-        others = [p for p in self.get_params(ctx) if id(p) not in grouped]
+        others = [p for p in self.get_params(ctx) if id(p) not in self._grouped]
         sections.append((self.other_heading, _records(others, ctx)))
         # One first column for every section, as Click's single list has: each definition list
         # sizes its own, which would leave the headings' descriptions starting at different places.

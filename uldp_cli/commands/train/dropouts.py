@@ -66,17 +66,6 @@ OPTIONS = OptionGroup.of(
     ),
 )
 
-#: The TrainConfig fields of this family's options (those the user leaves unset keep its defaults).
-SETTINGS = (
-    "dropout",
-    "dropout_at",
-    "dropout_schedule",
-    "calibration",
-    "min_weight_sum",
-    "n_max",
-    "threshold",
-)
-
 
 def check_dropouts(ctx: click.Context, options: dict[str, Any]) -> None:
     """One source of dropouts; secure aggregation's threshold only with --secure."""
@@ -89,8 +78,11 @@ def check_dropouts(ctx: click.Context, options: dict[str, Any]) -> None:
 
 
 def dropout_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The dp-fedavg-robust fields of TrainConfig the user gave (the others keep its defaults)."""
-    return {name: options[name] for name in SETTINGS if options[name] is not None}
+    """The dp-fedavg-robust fields of TrainConfig the user gave (the others keep its defaults):
+    the registry's DROPOUT_OPTIONS, which this family's options are named after."""
+    from uldp.trainers.algorithms.registry import DROPOUT_OPTIONS
+
+    return {name: options[name] for name in DROPOUT_OPTIONS if options[name] is not None}
 
 
 def dropout_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Column], list[dict]]:
