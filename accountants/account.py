@@ -184,8 +184,10 @@ def account_plan(
     """The guarantees an algorithm's plan gives: THE function from a `Plan` to epsilons.
 
     - a bare mechanism (plan.algorithm "mechanism"): `account` (record and group level);
-    - ULDP-GROUP-k (plan.group_k set): user level is group level for the k records a user keeps
-      (Proposition 1); `ks` defaults to (group_k,), so the first guarantee is Theorem 2's;
+    - ULDP-GROUP-k (plan.group_k set): user level is group level for the group_k records a user
+      keeps (Proposition 1, Theorem 2); group_k is always accounted (after the other `ks`, when
+      they leave it out) and only it is tagged level "user"; k = 1 is "record", other k "group".
+      `ks` defaults to (group_k,), so the first guarantee is then Theorem 2's;
     - the other algorithms: user level directly (Theorems 1 and 3), by each accountant, then,
       with user sampling and `server_view`, the view of the server that draws the sample
       (a `KnownParticipation` event: no amplification against it, ULDP-FL Remark 1).
@@ -235,16 +237,19 @@ def account_plan(
                 )
             )
         return out
-    for k in dict.fromkeys(ks):
+    # A user is the group of the group_k records the algorithm keeps, so that size is always
+    # accounted, and only it is user level: a smaller group is some of one user's records.
+    for k in dict.fromkeys([*ks, plan.group_k]):
+        level = "user" if k == plan.group_k else "record" if k == 1 else "group"
         if k == 1:
             for accountant in accountants:
                 g = record_level(plan.mechanism, delta, accountant, conversion, orders)
-                out.append(replace(g, level="user", algorithm=plan.algorithm))
+                out.append(replace(g, level=level, algorithm=plan.algorithm))
             continue
         for method in methods:
             say(f"{plan.algorithm}, k={k}, {method}")
             g = group_level(plan.mechanism, delta, k, method, conversion, orders)
-            out.append(replace(g, level="user", algorithm=plan.algorithm))
+            out.append(replace(g, level=level, algorithm=plan.algorithm))
     return out
 
 

@@ -51,12 +51,23 @@ class Assumptions:
 
 @dataclass(frozen=True)
 class AssumptionLines:
-    """Labelled assumption lines in the order they are printed; `as_dict` as for `Assumptions`."""
+    """Labelled assumption lines in the order they are printed; `as_dict` as for `Assumptions`.
+
+    `brief`, where a command's full block is too long to read first (issue 34: `uldp dropout`'s
+    ran to ~55 lines), is the handful of lines a person needs (delta, accounting, the model in
+    one line, what an epsilon means, where the rest is); `shown` picks what the table prints.
+    JSON always gets every line (`as_dict`).
+    """
 
     lines: tuple[tuple[str, str], ...]
+    brief: tuple[tuple[str, str], ...] = ()
 
     def as_dict(self) -> dict[str, str]:
         return dict(self.lines)
+
+    def shown(self, verbose: bool) -> dict[str, str]:
+        """The lines a table prints: every line with `verbose` (or with no brief), else the brief."""
+        return dict(self.lines if verbose or not self.brief else self.brief)
 
     def get(self, label: str) -> str | None:
         return dict(self.lines).get(label)

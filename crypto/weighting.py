@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+import signal
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 
@@ -114,6 +115,36 @@ def _obfuscators(modulus: int, count: int) -> list[gmpy2.mpz]:
     return [public_key.obfuscator() for _ in range(count)]
 
 
+#: The signals that end a run: the parent's to handle (uldp.cli.signals), never a worker's.
+_INTERRUPTS = {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
+
+
+def _leave_signals_to_parent() -> None:
+    """A worker's start: Ctrl-C and SIGTERM are the parent's to handle, once.
+
+    A forked worker inherits the parent's handlers (the CLI's prints "Stopped by SIGTERM"), so a
+    signal sent to the whole process group (Ctrl-C, a closing terminal, `kill -- -PGID`) would
+    be reported once per worker. Workers ignore SIGINT and die quietly on SIGTERM and SIGHUP; the
+    parent, interrupted, terminates them.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _INTERRUPTS)  # blocked by the parent while forking
+
+
+def _terminate_workers(pool: ProcessPoolExecutor) -> None:
+    """SIGTERM every worker of `pool` (Python 3.14's `terminate_workers`, by hand before it)."""
+    terminate = getattr(pool, "terminate_workers", None)
+    if terminate is not None:
+        terminate()
+        return
+    for process in list((getattr(pool, "_processes", None) or {}).values()):
+        if process.is_alive():
+            process.terminate()
+
+
 def default_workers() -> int:
     """Processes for the fast path: one per available core."""
     try:
@@ -160,22 +191,38 @@ def fast_products(
         ]
         obfuscators = [o for part in obf_parts for o in _obfuscators(n, len(part))]
     else:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-            user_jobs = [
-                pool.submit(
-                    _user_chunk_products,
-                    nsq,
-                    n,
-                    [int(weights[i]) for i in part],
-                    [int(factors[i]) for i in part],
-                    [list(fixed[i]) for i in part],
-                    d,
-                )
-                for part in user_parts
-            ]
-            obf_jobs = [pool.submit(_obfuscators, n, len(part)) for part in obf_parts]
+        pool = ProcessPoolExecutor(
+            workers, mp_context=multiprocessing.get_context("fork"), initializer=_leave_signals_to_parent
+        )
+        # The workers are forked by the first submit: a signal handled in the middle of a fork
+        # would be lost in its after-fork hooks, so it waits (blocked) until they all exist.
+        interrupts = signal.pthread_sigmask(signal.SIG_BLOCK, _INTERRUPTS)
+        try:
+            try:
+                user_jobs = [
+                    pool.submit(
+                        _user_chunk_products,
+                        nsq,
+                        n,
+                        [int(weights[i]) for i in part],
+                        [int(factors[i]) for i in part],
+                        [list(fixed[i]) for i in part],
+                        d,
+                    )
+                    for part in user_parts
+                ]
+                obf_jobs = [pool.submit(_obfuscators, n, len(part)) for part in obf_parts]
+            finally:
+                signal.pthread_sigmask(signal.SIG_SETMASK, interrupts)
             partials = [job.result() for job in user_jobs]
             obfuscators = [o for job in obf_jobs for o in job.result()]
+        except BaseException:
+            # Interrupted (Ctrl-C, SIGTERM): end the workers now rather than wait for their
+            # chunks, which at 3072 bits can take minutes.
+            _terminate_workers(pool)
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
     nsq_m = gmpy2.mpz(nsq)
     products = []
     for j in range(d):

@@ -1,5 +1,5 @@
-"""Shared test settings: hypothesis without deadlines, and fewer examples on CI; a fixture for
-tests that signal their own process."""
+"""Shared test settings: hypothesis without deadlines, and fewer examples on CI; the `slow` mark
+from tests/slow.txt; a fixture for tests that signal their own process."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
@@ -15,6 +16,33 @@ from hypothesis import settings
 settings.register_profile("dev", deadline=None)
 settings.register_profile("ci", deadline=None, max_examples=30, derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI", "").lower() in {"true", "1"} else "dev")
+
+SLOW_LIST = Path(__file__).resolve().parent / "slow.txt"
+
+
+def _slow_entries() -> set[str]:
+    lines = (line.split("#", 1)[0].strip() for line in SLOW_LIST.read_text(encoding="utf-8").splitlines())
+    return {line for line in lines if line}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark `slow` the tests tests/slow.txt names (measured; tests/update_slow.py), so that
+    `pytest -m "not slow"` is the everyday subset. An entry naming no test of a module that was
+    collected is an error: a renamed or split test must not silently join the fast subset."""
+    entries = _slow_entries()
+    used: set[str] = set()
+    modules = set()
+    for item in items:
+        module = item.nodeid.split("::", 1)[0]
+        function = item.nodeid.split("[", 1)[0]
+        modules.add(module)
+        for entry in (module, function):
+            if entry in entries:
+                item.add_marker(pytest.mark.slow)
+                used.add(entry)
+    stale = sorted(e for e in entries - used if e.split("::", 1)[0] in modules)
+    if stale:
+        raise pytest.UsageError(f"tests/slow.txt names tests that do not exist: {', '.join(stale)}")
 
 
 @pytest.fixture

@@ -45,8 +45,19 @@ MASKS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"^(│ +\d+ │.*│) +[0-9.e+-]+ │$", re.M), r"\1 <elapsed> │"),
     # `uldp train --metrics`: the elapsed seconds of each round in the JSONL file.
     (re.compile(r'"elapsed_s": [0-9.e+-]+'), '"elapsed_s": <elapsed>'),
+    # `uldp train --engine flower`: the start-up's stages and its total (uldp.trainers.flower).
+    (
+        re.compile(
+            r"((?:Ray started|\d+ silos set up|Protocol 1 set up) in) [0-9.]+ s"
+            r"( \(\d+ CPUs?\))?"
+        ),
+        r"\1 <seconds> s",
+    ),
+    (re.compile(r"(engine start-up:) [0-9.]+ s"), r"\1 <seconds> s"),
     # `uldp bench protocol`: a table row's timings and gain (every cell between users and ok).
     (re.compile(r"^(│ +\d+ │ +\d+ │).*(│ (?:yes|no) +│)$", re.M), r"\1 <seconds> \2"),
+    # `uldp bench protocol`: a cell's time and the estimate of what is left (stderr, off a terminal).
+    (re.compile(r"^(bench protocol: cell \d+/\d+, .*: done in) .*$", re.M), r"\1 <seconds>"),
     # `uldp bench protocol --format json`: each phase's seconds.
     (
         re.compile(

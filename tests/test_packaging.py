@@ -55,15 +55,24 @@ def test_import_uldp_is_cheap_and_lazy(tmp_path):
 
 
 def test_entry_points_resolve_on_first_use():
-    from uldp.accountants import account
+    from uldp.accounting import account, calibrate
     from uldp.crypto import secure_weighted_sum
     from uldp.trainers.algorithms import plan_algorithm
 
     assert uldp.account is account
+    assert uldp.calibrate is calibrate
     assert uldp.plan_algorithm is plan_algorithm
     assert uldp.secure_weighted_sum is secure_weighted_sum
     with pytest.raises(AttributeError):
         uldp.no_such_thing  # noqa: B018
+
+
+def test_dir_lists_the_documented_entry_points_and_not_the_helpers():
+    names = dir(uldp)
+    assert {"calibrate", "account", "plan_algorithm", "InvalidParameter", "__version__"} <= set(names)
+    assert not {"Any", "annotations", "import_module", "version"} & set(names)
+    for name in names:
+        getattr(uldp, name)  # every listed name resolves
 
 
 def test_typed_marker_ships():

@@ -71,7 +71,8 @@ class TrainingDiverged(InvalidParameter):
         knobs = [f"--{name.replace('_', '-')}" for name in ("lr", "global_lr", "clip") if name in options]
         lower = " or ".join([", ".join(knobs[:-1]), knobs[-1]] if len(knobs) > 1 else knobs or ["--lr"])
         if user_q < 1:  # the server step divides by q |U| |S|: a tiny q magnifies everything
-            lower += " (or raise --user-q)"
+            # dp-fedavg-robust samples silos at that rate (its --silo-q); the others sample users.
+            lower += f" (or raise {'--silo-q' if 'silo_q' in options else '--user-q'})"
         kept = (
             "no round was completed"
             if round == 1
@@ -366,13 +367,15 @@ def train(
     overwrite: bool = False,
     on_round: Callable[[dict], None] | None = None,
     engine: str = "local",
+    on_stage: Callable[[str], None] | None = None,
 ) -> TrainResult:
     """Run `cfg.rounds` rounds of `cfg.algo` on `data` (a trainers.data.FederatedData).
 
     `engine` "local" runs every silo in this process; "flower" runs each silo as a separate
     party (a Flower ClientApp on its own SuperNode) in Flower's simulation engine, with the
     same algorithm objects and the same round loop (`run`), so with a fixed --noise-seed both
-    give the same rounds (trainers/flower).
+    give the same rounds (trainers/flower); `on_stage(text)` hears its start-up's stages (Ray,
+    the ClientApps, Protocol 1's keys) and its summary adds `startup_s`, the seconds before round 1.
 
     A checkpoint directory that already holds a checkpoint is continued with `resume` or replaced
     with `overwrite`; with neither, `InvalidParameter`: a run must not silently destroy another's.
@@ -396,8 +399,8 @@ def train(
         grid = current_grid()  # inside a deployed ServerApp (uldp.cli.flower_app)
         # Flower's engines are handed the round loop rather than import it: trainers/flower stays below it.
         if grid is None:
-            return simulate(data, cfg, run, **options)
-        return deploy(data, cfg, grid, run, **options)
+            return simulate(data, cfg, run, on_stage=on_stage, **options)
+        return deploy(data, cfg, grid, run, on_stage=on_stage, **options)
     if engine != "local":
         raise InvalidParameter(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     return run(data, LocalSilos(build_silos(data, device), data.user_silo_counts()), cfg, **options)

@@ -378,7 +378,7 @@ class SubjectAccounting:
         as a (subject, member) CSV, e.g. by `write_holdings`)."""
         run = self.run
         return (
-            f"uldp subject --algo {self.algo} --members {run.members} --per-round {run.per_round} "
+            f"uldp subject --algo {self.algo} --silos {run.members} --silos-per-round {run.per_round} "
             f"--rounds {run.rounds} --local-steps {run.local_steps} --record-q {run.q!r} "
             f"--sigma {run.sigma!r} --delta {self.delta!r} --holdings HOLDINGS.csv"
         )

@@ -3,7 +3,11 @@
 The repository's folders install as one package: `uldp.accountants` (accounting, no torch),
 `uldp.trainers` (data, models, algorithms), `uldp.crypto` (ULDP-FL Protocol 1) and `uldp.cli`
 (the Click application). Importing `uldp` loads none of them: the entry points below are
-resolved on first use, so `import uldp` stays cheap.
+resolved on first use, so `import uldp` stays cheap; `dir(uldp)` lists them (docs/library.md).
+
+    import uldp
+    uldp.calibrate(epsilon=3, delta=1e-5, q=0.01, epochs=10).sigma   # uldp calibrate
+    uldp.account(sigma=1.1, q=0.01, steps=1000).epsilon              # uldp account
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from importlib import import_module
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from .errors import DataError, InvalidParameter, ProtocolError, UldpError, UnreachableBudget
+from .errors import DataError, EngineError, InvalidParameter, ProtocolError, UldpError, UnreachableBudget
 
 try:
     __version__ = version("uldp")
@@ -21,7 +25,10 @@ except PackageNotFoundError:  # a source tree that was never installed
 
 # name -> module that defines it; imported when the name is first read.
 _ENTRY_POINTS = {
-    "account": "uldp.accountants",
+    "calibrate": "uldp.accounting",
+    "account": "uldp.accounting",
+    "Calibrated": "uldp.accounting",
+    "Accounting": "uldp.accounting",
     "plan_algorithm": "uldp.trainers.algorithms",
     "SubsampledGaussian": "uldp.accountants",
     "secure_weighted_sum": "uldp.crypto",
@@ -30,6 +37,7 @@ _ENTRY_POINTS = {
 
 __all__ = [
     "DataError",
+    "EngineError",
     "InvalidParameter",
     "ProtocolError",
     "UldpError",
@@ -43,3 +51,9 @@ def __getattr__(name: str) -> Any:
     if name in _ENTRY_POINTS:
         return getattr(import_module(_ENTRY_POINTS[name]), name)
     raise AttributeError(f"module 'uldp' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # What a newcomer may use (the lazily resolved entry points included) and the standard module
+    # attributes (__doc__, __file__, __path__, ...), not the helpers this module imports for itself.
+    return sorted({*__all__, *(name for name in globals() if name.startswith("__") and name.endswith("__"))})

@@ -1,6 +1,7 @@
 """The library's exceptions: what the CLI reports as the user's fault (exit status 2).
 
-Every error the library raises about its input derives from `UldpError`; anything else that
+Every error the library raises about its input derives from `UldpError`; `EngineError` is the
+environment's (an engine that cannot start: exit status 1, what to try); anything else that
 escapes a command is a bug (the CLI says so, exit status 1). The concrete types also derive from
 `ValueError`, so code written against the earlier `ValueError` contract keeps working.
 """
@@ -26,3 +27,9 @@ class DataError(UldpError, ValueError):
 
 class ProtocolError(UldpError, ValueError):
     """A protocol message that fails its checks (wrong size, stale round, out-of-range value)."""
+
+
+class EngineError(Exception):
+    """The engine a run needs could not start or broke down (Ray, under Flower's simulation): the
+    environment's doing, neither bad input nor a bug. The CLI says so in one `Error:` line, with
+    what to try, and exit status 1."""

@@ -18,10 +18,12 @@ def draw_group_plot(path: Path, results: list[Guarantee], labels: dict[str, str]
     the record.
     Written atomically: a reader never sees half a PNG.
     """
-    record = {(r.algorithm, r.accountant): r.epsilon for r in results if r.level == "record"}
+    # By k, not by level: ULDP-GROUP-k's group of group_k records is its user level, and its
+    # k = 1 row may be that user level too (group_k = 1).
+    record = {(r.algorithm, r.accountant): r.epsilon for r in results if r.k == 1}
     series: dict[str, list[tuple[int, float]]] = {}
     for r in results:
-        if r.level != "group" or not math.isfinite(r.epsilon):
+        if r.k is None or r.k < 2 or not math.isfinite(r.epsilon):
             continue
         name = labels[r.method] + (f", {r.algorithm}" if r.algorithm else "")
         points = series.setdefault(name, [])

@@ -13,17 +13,18 @@ import click
 
 from uldp.accountants.account import ACCOUNTANTS, GROUP_METHODS
 from uldp.accountants.conversion import CONVERSIONS
-from uldp.accountants.events import MAX_PLD_GROUP_K, SubsampledGaussian
+from uldp.accountants.events import MAX_PLD_GROUP_K
 from uldp.accountants.orders import Orders
 from uldp.accountants.plan import Plan
+from uldp.accounting import mechanism_schedule, plan_for, unused_keyword
 from uldp.errors import UldpError
-from uldp.trainers.algorithms import accounted_names, algorithm_names, get_algorithm, plan_algorithm
-from uldp.trainers.algorithms.registry import PLAN_OPTIONS
+from uldp.trainers.algorithms import algorithm_names, get_algorithm
 
 from .options import (
     COUNT_MAX,
     AlgorithmChoice,
     AlgorithmOption,
+    PositiveFloat,
     PositiveInt,
     Probability,
     comma_list_option,
@@ -213,13 +214,21 @@ def algorithm_options(*, many: bool) -> Callable:
                     "--batch-size",
                     type=PositiveInt(COUNT_MAX),
                     default=None,
-                    help="uldp-group: DP-SGD batch size (sampling rate = batch / silo size), in [1, 1e12].",
+                    help="DP-SGD batch size, in [1, 1e12]: with --dataset-size, q = batch / N; "
+                    "uldp-group: its rate is batch / silo size.",
                 ),
                 click.option(
                     "--record-q",
                     type=Probability(),
                     default=None,
                     help="uldp-group: DP-SGD record sampling rate in every silo.",
+                ),
+                click.option(
+                    "--group-k",
+                    type=PositiveInt(K_MAX),
+                    default=None,
+                    help=f"uldp-group: records kept per user k (as `uldp train --group-k`), in [1, {K_MAX}]; "
+                    "the user-level guarantee is the group bound for k records (default: the largest --k).",
                 ),
                 click.option(
                     "--local-epochs",
@@ -234,6 +243,35 @@ def algorithm_options(*, many: bool) -> Callable:
         return f
 
     return decorate
+
+
+#: --epochs: up to a million passes over the data (as `uldp report`).
+EPOCHS_MAX = 10**6
+
+
+def schedule_options(f: Callable) -> Callable:
+    """--epochs and --dataset-size: a bare DP-SGD mechanism as Opacus and TF-Privacy describe it
+    (with --batch-size: q = batch / N; steps = ceil(epochs / q)), `uldp.accounting.mechanism_schedule`."""
+    for opt in reversed(
+        [
+            click.option(
+                "--epochs",
+                # PositiveFloat refuses subnormals such as 5e-324 (issue 32).
+                type=PositiveFloat(EPOCHS_MAX),
+                default=None,
+                help=f"Passes over the data, in (0, {EPOCHS_MAX:.0e}], instead of --steps: "
+                "steps = ceil(epochs / q) (TF-Privacy's count; Opacus' epochs).",
+            ),
+            click.option(
+                "--dataset-size",
+                type=PositiveInt(COUNT_MAX),
+                default=None,
+                help="Records N, in [1, 1e12], instead of --q: with --batch-size, q = batch / N.",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
 
 
 def accounted_as(algo: str | None) -> str | None:
@@ -259,6 +297,11 @@ def accounted_as_note(algo: str | None) -> str | None:
     )
 
 
+def option_spelling(keyword: str) -> str:
+    """A library keyword as this CLI spells its option: `dataset_size` -> `--dataset-size`."""
+    return "--" + keyword.replace("_", "-")
+
+
 def build_plan(
     algo: str | None,
     *,
@@ -273,33 +316,35 @@ def build_plan(
     record_q,
     local_epochs: int,
     k: int | None,
+    epochs: float | None = None,
+    dataset_size: int | None = None,
 ) -> Plan:
-    """A Plan for one algorithm, or for the bare mechanism given by --q and --steps."""
-    silo_sizes = silo_sizes or None  # an unset repeatable option arrives as []
-    if algo is None:
-        if q is None or steps is None:
-            raise click.UsageError("give --q and --steps, or --algo with --rounds")
-        mechanism = SubsampledGaussian(sigma, q, steps)
-        return Plan(
-            "mechanism",
-            mechanism,
-            None,
-            {
-                "mechanism": f"{steps} steps of a Poisson-subsampled Gaussian, sigma = {sigma:g}, q = {q:g}",
-                "neighbouring": "add or remove one record (k records for a group)",
-            },
-        )
-    if q is not None or steps is not None:
-        raise click.UsageError(
-            "with --algo the algorithm's --rounds, --user-q, --record-q ... "
-            "replace --q and --steps; drop --q/--steps"
-        )
-    if rounds is None:
-        raise click.UsageError("--algo needs --rounds")
+    """A Plan for one algorithm, or for the bare mechanism given by --q and --steps (or
+    --epochs, --dataset-size and --batch-size): the library's `uldp.accounting.plan_for`, which
+    `uldp.account` and `uldp.calibrate` use too."""
     try:
-        return plan_algorithm(
+        if algo is None:
+            schedule = mechanism_schedule(
+                q=q,
+                steps=steps,
+                epochs=epochs,
+                dataset_size=dataset_size,
+                batch_size=batch_size,
+                spell=option_spelling,
+            )
+            return plan_for(
+                None,
+                sigma=sigma,
+                q=schedule.q,
+                steps=schedule.steps,
+                derived=schedule.derived,
+                spell=option_spelling,
+            )
+        return plan_for(
             algo,
             sigma=sigma,
+            q=q,
+            steps=steps,
             rounds=rounds,
             user_q=user_q,
             silos=silos,
@@ -308,6 +353,7 @@ def build_plan(
             record_q=record_q,
             local_epochs=local_epochs,
             k=k,
+            spell=option_spelling,
         )
     except UldpError as err:
         raise click.UsageError(str(err)) from None
@@ -327,15 +373,6 @@ def expand_methods(methods: list[str]) -> list[str]:
     return list(dict.fromkeys(_expand_all(methods)))
 
 
-# The options a bare mechanism reads: its --q and --steps and the group options. An algorithm
-# reads --rounds and the options its registry entry names (`AlgorithmSpec.plan_options`): its
-# plan's own (ULDP-FL §3: ULDP-GROUP-k its DP-SGD sampling, Theorem 2; the others T rounds of a
-# user-sampled Gaussian, Theorems 1 and 3; --silos only names |S| in the assumptions).
-_MECHANISM_OPTIONS = frozenset({"--q", "--steps", "--k", "--group-method"})
-_PLAN_FLAGS = {field: "--" + field.replace("_", "-") for field in PLAN_OPTIONS}
-_CHECKED = _MECHANISM_OPTIONS | {"--rounds", *_PLAN_FLAGS.values()}
-
-
 def plan_reads(algo: str | None, field: str) -> bool:
     """Whether `algo`'s plan reads the `PlanInputs` field `field` (None: the bare mechanism,
     which reads k and samples records at --q)."""
@@ -344,41 +381,33 @@ def plan_reads(algo: str | None, field: str) -> bool:
     return field in get_algorithm(algo).plan_options
 
 
-def used_options(algo: str | None) -> frozenset[str]:
-    """The plan options that `algo` (None: the bare mechanism) reads."""
-    if algo is None:
-        return _MECHANISM_OPTIONS
-    used = {"--rounds", *(_PLAN_FLAGS[field] for field in get_algorithm(algo).plan_options)}
-    if "--k" in used:
-        used.add("--group-method")
-    return frozenset(used)
-
-
 def refuse_unused(ctx: click.Context, algos: list[str | None], *, group: bool) -> None:
-    """BadParameter naming the first plan option the user set that none of `algos` reads.
+    """BadParameter naming the first plan option the user set that none of `algos` reads: the
+    library's `uldp.accounting.unused_keyword`, which `uldp.account` and `uldp.calibrate` ask too,
+    so the commands and the calls refuse the same settings.
 
     A value that changes nothing is a mistake the user should hear about (issue 12): `--record-q`
     with uldp-avg, `--rounds` without --algo, `--group-method` without a --k above 1. Defaults are
     not the user's and pass; values from the command line, the environment or --config do not.
     """
-    used = frozenset().union(*(used_options(a) for a in algos))
-    if not group:
-        used -= {"--group-method"}
-    for param in ctx.command.params:
-        flag = param.opts[0]
-        if flag not in _CHECKED or flag in used or param.name is None:
-            continue
-        if given_source(ctx, param.name) is None:  # a --config value counts as the user's
-            continue
-        if flag == "--group-method" and any(flag in used_options(a) for a in algos):
-            reason = "only matters for groups; give --k above 1 or drop it"
-        else:
-            readers = [a for a in accounted_names() if flag in used_options(a)]
-            if flag in _MECHANISM_OPTIONS:
-                readers = ["a bare mechanism (no --algo)", *readers]
-            chosen = "without --algo" if algos == [None] else "by " + ", ".join(str(a) for a in algos)
-            reason = f"not used {chosen} (only by {', '.join(readers)}); drop it"
-        raise click.BadParameter(reason, ctx=ctx, param_hint=f"'{flag}'")
+    given = [
+        param.opts[0][2:].replace("-", "_")
+        for param in ctx.command.params
+        if param.name is not None
+        and param.opts[0].startswith("--")
+        and given_source(ctx, param.name) is not None
+    ]
+    found = unused_keyword(algos, given, group=group, spell=option_spelling)
+    if found is not None:
+        raise click.BadParameter(found[1], ctx=ctx, param_hint=f"'{option_spelling(found[0])}'")
+
+
+def uldp_group_k(ctx: click.Context, ks: list[int], group_k: int | None) -> tuple[int, list[int]]:
+    """(ULDP-GROUP-k's k, the group sizes to state): `--group-k` when given, as `uldp train` spells
+    it, and then the sizes stated default to [k]; else the largest `--k`, as before issue 34."""
+    if group_k is None:
+        return max(ks), ks
+    return group_k, ks if given_source(ctx, "ks") is not None else [group_k]
 
 
 def check_group_sizes(ks: list[int], methods: list[str]) -> None:

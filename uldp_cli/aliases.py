@@ -47,9 +47,11 @@ class AliasedOption(click.Option):
         # Register each alias exactly as click registers the option itself (same action, nargs,
         # flag constant), under a destination of its own.
         saved = self.opts, self.secondary_opts, self.name
+        # Each destination is named from the option's own name, before the loop renames it.
+        dests = [self._alias_dest(alias) for alias in self.aliases]
         try:
-            for alias in self.aliases:
-                self.opts, self.secondary_opts, self.name = [alias], [], self._alias_dest(alias)
+            for alias, dest in zip(self.aliases, dests, strict=True):
+                self.opts, self.secondary_opts, self.name = [alias], [], dest
                 super().add_to_parser(parser, ctx)
         finally:
             self.opts, self.secondary_opts, self.name = saved

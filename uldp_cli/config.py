@@ -27,6 +27,10 @@ from uldp.input_files import CAPS, InputFileError, read_text
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+#: `ctx.meta` key of the --config file read, if any.
+CONFIG_PATH = "uldp.config_path"
+
+
 def config_option(f: F) -> F:
     """Add `--config FILE.yaml` to a command. The command function does not receive it."""
     return click.option(
@@ -45,6 +49,7 @@ def _install_config(ctx: click.Context, param: click.Parameter, path: Path | Non
         return
     values = read_config(path, ctx, param)
     ctx.default_map = {**(ctx.default_map or {}), **values}
+    ctx.meta[CONFIG_PATH] = path  # a check that warns about a key names the file, as read_config does
 
 
 def read_config(path: Path, ctx: click.Context, config_param: click.Parameter) -> dict[str, Any]:

@@ -40,8 +40,8 @@ def draw_dropout_plot(
     or calibrated), and for each dropout rate the uncalibrated multiplier (and the calibrated one
     where it differs from sigma, as with n' < n_0). `epsilon(multiplier, rounds)` accounts a point.
     Rounds run from 1 to `largest`; the table's round counts (`rounds`) are marked and budgets
-    are horizontal lines. Log-log, as the epsilons
-    span decades. Written atomically.
+    are horizontal lines, labelled at the left edge; the legend is below the axes. Log-log, as the
+    epsilons span decades. Written atomically.
     """
     series: list[tuple[str, float, dict]] = [
         ("no dropout, or calibrated (Algorithm 2): sigma", z, {"color": "black", "lw": 2.0})
@@ -64,7 +64,7 @@ def draw_dropout_plot(
                 )
             )
     grid = round_grid(largest, accountant, rounds)
-    figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
+    figure, axes = subplots(figsize=(7.5, 5.6), dpi=120)
     drawn: list[float] = []
     for label, multiplier, style in series:
         values = [epsilon(multiplier, t) for t in grid]
@@ -80,7 +80,14 @@ def draw_dropout_plot(
     axes.set_ylabel("epsilon of the released model (upper bound)")
     axes.set_title(title, fontsize=9)
     axes.grid(True, which="major", alpha=0.3)
+    # Below the axes, never over a curve or a budget's label (both start at the left edge).
     axes.legend(
-        fontsize=8, title="noise multiplier of the released model", title_fontsize=8, loc="upper left"
+        fontsize=8,
+        title="noise multiplier of the released model",
+        title_fontsize=8,
+        loc="upper center",
+        bbox_to_anchor=(0.5, -0.13),
+        ncol=2 if len(series) > 3 else 1,
+        frameon=False,
     )
     save_png(figure, path)

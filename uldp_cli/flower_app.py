@@ -13,7 +13,8 @@ A refused option or a failed silo prints the command's one `Error:` line, as `ul
 (no usage text: a silo that failed is not a usage error), and fails the run with `RunFailed`, so
 that Flower marks it failed at once and keeps the output. Flower logs a failed ServerApp's
 exception with its traceback; for `RunFailed`, whose line is printed already, the traceback is
-left out (`_KnownFailure`).
+left out (`_KnownFailure`). Off a terminal (the SuperLink's log stream, a log file), Flower's log
+lines carry no colour codes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
 from uldp.trainers.flower.deployment import serving
+from uldp.trainers.flower.simulation import quiet_colours
 
 app = ServerApp()
 
@@ -62,7 +64,7 @@ def main(grid: Grid, context: Context) -> None:
     if "--engine" in args:
         _fail("train-args: leave out --engine: a deployed run is --engine flower")
     try:
-        with serving(grid):
+        with serving(grid), quiet_colours():  # the run's output goes to Flower's log stream
             command.main(args=[*args, "--engine", "flower"], prog_name="uldp train", standalone_mode=False)
     except click.ClickException as error:
         # What `uldp train` prints (uldp_cli/main.py), never Click's usage lines (`error.show()`).

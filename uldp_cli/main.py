@@ -13,6 +13,7 @@ import itertools
 import os
 import signal
 import sys
+import traceback
 import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -23,6 +24,7 @@ import click
 from uldp import __version__
 from uldp.cli.errors import MissingExtra, file_error_line, library_errors, missing_extra, one_line
 from uldp.cli.signals import install as install_signal_handlers
+from uldp.errors import EngineError
 
 COMMANDS_PACKAGE = "uldp.cli.commands"
 
@@ -147,6 +149,11 @@ class LazyGroup(click.Group):
                 sys.exit(1)
             click.echo(f"Error: {line}", err=True)
             sys.exit(2)
+        except EngineError as err:  # the environment's (Ray could not start): what to try, no bug report
+            if os.environ.get("ULDP_DEBUG"):  # Ray's own error under it, for whoever digs deeper
+                traceback.print_exception(err)
+            click.echo(f"Error: {one_line(err)}", err=True)
+            sys.exit(1)
         except Exception as err:  # a bug, not bad input: say so in one line, keep the details
             _say_internal_error(err)
             sys.exit(1)

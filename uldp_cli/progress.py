@@ -22,6 +22,25 @@ def status(fmt: str, initial: str = "accounting") -> Iterator[Callable[[str], No
 
 
 @contextmanager
+def stage(fmt: str, label: str, text: str) -> Iterator[None]:
+    """`label: text` for a step that gives no count (loading Flower and Ray before a run): a
+    spinner on a terminal while the block runs, one line on stderr elsewhere, silent for json
+    and csv (as `round_progress`)."""
+    from rich.console import Console
+
+    if fmt != "table":
+        yield
+        return
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        click.echo(f"{label}: {text}", err=True)
+        yield
+        return
+    with console.status(f"{label}: {text}"):
+        yield
+
+
+@contextmanager
 def progress_bar(fmt: str, total: int, label: str) -> Iterator[Callable[..., None]]:
     """Yield `update(**fields)` for a rich progress bar of `total` steps on stderr.
 
@@ -34,9 +53,17 @@ def progress_bar(fmt: str, total: int, label: str) -> Iterator[Callable[..., Non
     if fmt != "table" or not console.is_terminal:
         yield lambda **fields: None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        SpinnerColumn,
+        TextColumn,
+        TimeElapsedColumn,
+    )
 
     with Progress(
+        SpinnerColumn(),  # moves while a step gives no count (Ray starting), so no bar looks stuck
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -49,27 +76,43 @@ def progress_bar(fmt: str, total: int, label: str) -> Iterator[Callable[..., Non
         yield lambda **fields: bar.update(task, **fields)
 
 
-@contextmanager
-def round_progress(fmt: str, total: int, label: str) -> Iterator[Callable[[int, str], None]]:
-    """Yield `update(done, text)`, called after each of `total` rounds, for a table's reader.
+class RoundProgress:
+    """`update(done, text)` after each round; `update.stage(text)` for a step before round 1 that
+    takes a while (starting Ray and the silos' ClientApps under --engine flower)."""
 
-    On a terminal: a rich progress bar on stderr, cleared at the end. Elsewhere (a CI log, a
-    `| tee`, a file): one plain line per round on stderr as it completes, so a long run shows
-    progress where a bar cannot. Machine-readable formats (json, csv) stay silent: their
-    readers parse the output, and stderr is often merged into it.
+    def __init__(self, round_done: Callable[[int, str], None], stage: Callable[[str], None]) -> None:
+        self._round_done = round_done
+        self.stage = stage
+
+    def __call__(self, done: int, text: str) -> None:
+        self._round_done(done, text)
+
+
+@contextmanager
+def round_progress(fmt: str, total: int, label: str) -> Iterator[RoundProgress]:
+    """Yield `update(done, text)`, called after each of `total` rounds, for a table's reader, and
+    `update.stage(text)` for the steps before round 1 (as Flower's `flwr run` prints its stages).
+
+    On a terminal: a rich progress bar on stderr with a spinner, the stage as its status, cleared
+    at the end. Elsewhere (a CI log, a `| tee`, a file): one plain line per round and per stage
+    on stderr as it comes, so a long run shows progress where a bar cannot. Machine-readable
+    formats (json, csv) stay silent: their readers parse the output, and stderr is often merged
+    into it.
     """
     from rich.console import Console
 
     if fmt != "table":
-        yield lambda done, text: None
+        yield RoundProgress(lambda done, text: None, lambda text: None)
         return
     if Console(stderr=True).is_terminal:
         with progress_bar(fmt, total, label) as bar:
-            yield lambda done, text: bar(completed=done, status=text)
+            yield RoundProgress(
+                lambda done, text: bar(completed=done, status=text), lambda text: bar(status=text)
+            )
         return
     width = len(str(total))
 
     def line(done: int, text: str) -> None:
         click.echo(f"{label}: round {done:>{width}}/{total}  {text}", err=True)
 
-    yield line
+    yield RoundProgress(line, lambda text: click.echo(f"{label}: {text}", err=True))

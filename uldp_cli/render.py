@@ -39,10 +39,12 @@ def emit(
     assumptions: dict | None = None,
     document: dict | None = None,
     notes: list[str] | None = None,
+    labels: int = 1,
 ) -> None:
     """Write a result to stdout in `fmt`, one of `FORMATS`.
 
-    `columns` are (row key, header) pairs in display order.
+    `columns` are (row key, header) pairs in display order; the first `labels` of them name a
+    row, and a table too wide for the terminal repeats them in each part (`print_table`).
 
     - table: a rich table titled `title`, then an "Assumptions" block (`key: value` lines) and
       the notes. Floats get 4 significant digits, None shows as `-`, an infinite value as
@@ -56,7 +58,7 @@ def emit(
       left out so the output stays one rectangular table.
     """
     if fmt == "table":
-        _emit_table(title, columns, rows, assumptions or {}, notes or [])
+        _emit_table(title, columns, rows, assumptions or {}, notes or [], labels)
     elif fmt == "json":
         if document is None:
             document = {"results": rows, "assumptions": assumptions or {}, "notes": notes or []}
@@ -103,23 +105,21 @@ def _emit_table(
     rows: Sequence[Mapping[str, Any]],
     assumptions: Mapping[str, Any],
     notes: Sequence[str],
+    labels: int,
 ) -> None:
     # rich is imported here so that the json and csv paths, and `uldp --help`, do not pay for it.
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
     # highlight off: rich would otherwise colour numbers inside the assumption lines at random.
     console = Console(highlight=False)
-    table = Table(title=title)
-    for key, header in columns:
+    justify = []
+    for key, _ in columns:
         values = [row.get(key) for row in rows if row.get(key) is not None]
         numeric = bool(values) and all(_is_number(value) for value in values)
-        table.add_column(header, justify="right" if numeric else "left")
-    for row in rows:
-        # Text, not str: a value such as "[1, 2]" must not be read as rich markup.
-        table.add_row(*(Text(format_cell(row.get(key))) for key, _ in columns))
-    console.print(table)
+        justify.append("right" if numeric else "left")
+    cells = [[format_cell(row.get(key)) for key, _ in columns] for row in rows]
+    print_table(console, title, [header for _, header in columns], cells, justify, labels=labels)
     if assumptions:
         console.print(Text("Assumptions", style="bold"))
         for key, value in assumptions.items():
@@ -128,6 +128,72 @@ def _emit_table(
         console.print(Text("Notes", style="bold"))
         for note in notes:
             _print_indented(console, f"- {note}")
+
+
+def print_table(
+    console: Console,
+    title: str,
+    headers: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    justify: Sequence[str],
+    *,
+    labels: int = 1,
+    caption: str | None = None,
+) -> None:
+    """Print `rows` under `headers` as rich tables that fit the console's width.
+
+    Headers are never cut and cells never wrapped while they can be helped (`table_layout`):
+    a header wraps onto more lines at its spaces and slashes, and a table still too wide is
+    folded into parts that each repeat the first `labels` columns, and more where those do not
+    tell every row apart (`naming_columns`). `justify` is each column's "left" or "right" (a
+    number: never wrapped, even where its part must then be wider than the console); `caption`
+    goes under the last part.
+    """
+    from rich.cells import cell_len
+    from rich.segment import Segments
+    from rich.table import Table
+    from rich.text import Text
+
+    from .table_layout import Column, fold, naming_columns, table_width, wrap_header, wrapped_width
+
+    columns = []
+    for i, header in enumerate(headers):
+        cells = tuple(max(map(cell_len, row[i].splitlines()), default=0) for row in rows)
+        lines = [line for row in rows for line in row[i].splitlines()]
+        # Numbers (right-justified) never wrap; text may take two or three lines before a table folds.
+        if justify[i] == "right":
+            columns.append(Column(header, cells, max(cells, default=0), max(cells, default=0)))
+        else:
+            two, three = (max((wrapped_width(line, n) for line in lines), default=0) for n in (2, 3))
+            columns.append(Column(header, cells, two, three))
+    parts = fold(columns, console.width, naming_columns(rows, labels))
+    for n, (indices, widths) in enumerate(parts):
+        natural = widths == [max(columns[i].widest, len(headers[i])) for i in indices]
+        table = Table(
+            title=title if n == 0 else "(continued)",
+            caption=caption if n == len(parts) - 1 else None,
+            caption_justify="left",
+        )
+        for j, i in enumerate(indices):
+            table.add_column(
+                # the natural widths fit: rich's own layout, as it always was
+                headers[i] if natural else "\n".join(wrap_header(headers[i], widths[j])),
+                justify=justify[i],  # type: ignore[arg-type]
+                width=None if natural else widths[j],
+                no_wrap=justify[i] == "right",
+                # fold, not rich's ellipsis: text a column cannot hold continues on the next line
+                overflow="fold",
+            )
+        for row in rows:
+            # Text, not str: a value such as "[1, 2]" must not be read as rich markup.
+            table.add_row(*(Text(row[i]) for i in indices))
+        wide = table_width(widths)
+        if wide <= console.width:
+            console.print(table)
+        else:
+            # Wider than the console only where a number would otherwise break: rendered at its
+            # own width and printed uncropped, rather than let rich squeeze every column.
+            console.print(Segments(console.render(table, console.options.update_width(wide))), crop=False)
 
 
 def _print_indented(console: Console, line: str) -> None:

@@ -49,37 +49,34 @@ TPR_CAPTION = (
 def render_table(statement: Statement) -> None:
     """The statement for a terminal: the claims, every bound, what they mean, caveats, assumptions."""
     from rich.console import Console
-    from rich.table import Table
     from rich.text import Text
 
-    from .render import _print_indented
+    from .render import _print_indented, print_table
 
     console = Console(highlight=False)
-    table = Table(title=f"uldp report: {statement.title}", caption=TPR_CAPTION, caption_justify="left")
-    for i, header in enumerate(SUMMARY_HEADERS):
-        table.add_column(header, justify="right" if i >= 2 and header != "by" else "left")
-    for row in _summary_rows(statement):
-        table.add_row(*(Text(cell) for cell in row))
-    console.print(table)
-    bounds = Table(title="Every bound (a claim's epsilon is the smallest)")
-    for header in ("protects", "against", "bound", "epsilon", "order", "note"):
-        bounds.add_column(header, justify="right" if header in ("epsilon", "order") else "left")
-    for claim in statement.claims:
-        for b in claim.bounds:
-            bounds.add_row(
-                *(
-                    Text(c)
-                    for c in (
-                        claim.unit,
-                        claim.view,
-                        b.label,
-                        _eps(b.epsilon),
-                        format_cell(b.order),
-                        b.note or "-",
-                    )
-                )
-            )
-    console.print(bounds)
+    print_table(
+        console,
+        f"uldp report: {statement.title}",
+        SUMMARY_HEADERS,
+        _summary_rows(statement),
+        ["right" if i >= 2 and header != "by" else "left" for i, header in enumerate(SUMMARY_HEADERS)],
+        labels=2,
+        caption=TPR_CAPTION,
+    )
+    headers = ("protects", "against", "bound", "epsilon", "order", "note")
+    rows = [
+        [claim.unit, claim.view, b.label, _eps(b.epsilon), format_cell(b.order), b.note or "-"]
+        for claim in statement.claims
+        for b in claim.bounds
+    ]
+    print_table(
+        console,
+        "Every bound (a claim's epsilon is the smallest)",
+        headers,
+        rows,
+        ["right" if header in ("epsilon", "order") else "left" for header in headers],
+        labels=3,  # protects, against and bound: a claim has several bounds
+    )
     for heading, lines in (
         ("What it means", meaning(statement)),
         ("Caveats", statement.caveats),
@@ -164,24 +161,69 @@ def claim_roc(claim: Claim, fprs: np.ndarray = ROC_FPRS) -> np.ndarray:
     return np.min(curves, axis=0) if curves else np.ones_like(fprs)
 
 
+#: Line styles for the ROC plot's distinct curves, so that two close curves stay apart.
+ROC_STYLES = ("-", "--", "-.", ":")
+
+
+def coincident_groups(curves: list[np.ndarray], rtol: float = 1e-6) -> list[list[int]]:
+    """Indices of `curves` grouped by equality within `rtol`, in first-seen order.
+
+    Two claims with the same privacy curve (one user at every silo is one record when each user
+    holds one; the server's view at user-q 1) would draw one line over the other; the plot draws
+    each group once and names all its claims.
+    """
+    groups: list[list[int]] = []
+    for i, curve in enumerate(curves):
+        for group in groups:
+            if np.allclose(curves[group[0]], curve, rtol=rtol, atol=0.0):
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
 def draw_roc_plot(path: Path, statement: Statement) -> None:
-    """The attacker's ROC bound per claim (log FPR), with chance as the diagonal."""
+    """The attacker's ROC bound per claim, on log-log axes, with chance as the diagonal.
+
+    Log-log, as membership-inference audits draw ROCs (Carlini et al. 2022, "Membership Inference
+    Attacks From First Principles", Fig. 1 onwards): the low-FPR region where the bounds differ is
+    where a linear TPR axis would flatten every curve to 0. Claims whose curves coincide share one
+    line, and its legend entry names them all ("a = b").
+    """
     from .figures import save_png, subplots
 
     figure, axes = subplots(figsize=(7, 5), dpi=120)
-    for claim in statement.claims:
+    curves = [claim_roc(claim) for claim in statement.claims]
+    for n, group in enumerate(coincident_groups(curves)):
         axes.plot(
-            ROC_FPRS, claim_roc(claim), label=f"{claim.unit} ({claim.view}), eps {_eps(claim.best.epsilon)}"
+            ROC_FPRS,
+            curves[group[0]],
+            ls=ROC_STYLES[n % len(ROC_STYLES)],
+            lw=1.6,
+            label=_roc_label([statement.claims[i] for i in group]),
         )
     axes.plot(ROC_FPRS, ROC_FPRS, color="gray", ls=":", lw=0.9, label="chance (no information)")
     axes.set_xscale("log")
+    axes.set_yscale("log")
     axes.set_xlim(ROC_FPRS[0], 1)
-    axes.set_ylim(0, 1.01)
+    axes.set_ylim(ROC_FPRS[0], 1.2)
     axes.set_xlabel("false-positive rate")
     axes.set_ylabel("true-positive rate (upper bound)")
     axes.set_title(
         f"Membership inference ROC bound: {statement.title}, delta = {statement.delta:g}", fontsize=9
     )
-    axes.grid(True, alpha=0.3)
-    axes.legend(fontsize=7, loc="upper left")
+    axes.grid(True, which="major", alpha=0.3)
+    axes.legend(fontsize=7, loc="lower right")
     save_png(figure, path)
+
+
+def _roc_label(claims: list[Claim]) -> str:
+    """The legend entry of the claims one line draws, a view they share said once: "one record =
+    one user (every silo) (released model), eps 4.488"."""
+    views = {claim.view for claim in claims}
+    if len(views) == 1:
+        names = " = ".join(claim.unit for claim in claims) + f" ({claims[0].view})"
+    else:
+        names = " = ".join(f"{claim.unit} ({claim.view})" for claim in claims)
+    return f"{names}, eps {_eps(claims[0].best.epsilon)}"

@@ -11,6 +11,7 @@ the signal killed. `Terminated` derives from SystemExit, so Click passes it thro
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from types import FrameType
@@ -31,7 +32,17 @@ class Terminated(SystemExit):
         return signal.Signals(self.signum).name
 
 
+#: The process that installed the handlers; a child forked from it inherits them but not the duty.
+_installer: int | None = None
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
+    if os.getpid() != _installer:
+        # A forked worker (a process pool's): the parent reports the signal, once, and ends its
+        # workers; the worker dies of the signal quietly, as it would without the handler.
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+        return
     # Ignore a second signal while the first unwinds, so the clean-up itself is not cut short.
     for handled in HANDLED:
         signal.signal(handled, signal.SIG_IGN)
@@ -44,6 +55,8 @@ def _raise(signum: int, frame: FrameType | None) -> None:
 
 def install() -> None:
     """Handle SIGTERM and SIGHUP in this process (main thread only; elsewhere a no-op)."""
+    global _installer
+    _installer = os.getpid()
     for handled in HANDLED:
         try:
             signal.signal(handled, _raise)

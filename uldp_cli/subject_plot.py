@@ -29,7 +29,7 @@ def draw_subject_plot(
     Log-log, with plain tick labels. Written atomically."""
     count = POINTS.get(accountant, TIGHT_POINTS)
     grid = sorted({*np.unique(np.round(np.geomspace(1, largest, count)).astype(int)).tolist(), rounds})
-    figure, axes = subplots(figsize=(7.5, 4.8), dpi=120)
+    figure, axes = subplots(figsize=(7.5, 5.4), dpi=120)
     drawn: list[float] = []
     for label, style in curves:
         values = [epsilon(t, label) for t in grid]
@@ -53,5 +53,6 @@ def draw_subject_plot(
     axes.set_ylabel("subject-level epsilon (upper bound)")
     axes.set_title(title, fontsize=9)
     axes.grid(True, which="major", alpha=0.3)
-    axes.legend(fontsize=8, loc="upper left")
+    # Below the axes, as in `uldp dropout --plot`: never over a curve or the budget's label.
+    axes.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), frameon=False)
     save_png(figure, path)

@@ -121,11 +121,61 @@ def dropout_assumptions(
         out["participants"] = (
             "rates only: n'/n = 1 - dropout exactly; with N participants of weight 1 "
             "the real n'/n is floor((1 - dropout) N)/N (6/7 for 7 at 10%): give "
-            "--participants for that"
+            "--silos-per-round for that"
         )
     out["n_ref"] = (
         f"n_0 = {n0:g} (Algorithm 3)" if n0 is not None else "n, the sampled weight sum (Algorithm 2)"
     )
     out["clip"] = f"C = {clip:g} (variances per coordinate)"
     out["bound"] = "every epsilon is an upper bound at this delta under these assumptions"
-    return AssumptionLines(tuple(out.items()))
+    return AssumptionLines(
+        tuple(out.items()),
+        _brief(out, q, delta, ours, paper=paper, weighted=bool(examples), coalition=coalition),
+    )
+
+
+def _brief(
+    out: dict[str, str],
+    q: float,
+    delta: float,
+    ours: dict[str, str],
+    *,
+    paper: bool,
+    weighted: bool,
+    coalition: float | None,
+) -> tuple[tuple[str, str], ...]:
+    """The lines `uldp dropout` prints without --verbose: what a reader needs to read the
+    tables, a line each, and nothing a bound depends on left unsaid (the neighbouring relation,
+    the dropout model, who is not covered, how the paper rows are accounted)."""
+    accounting = accounting_label(**ours)
+    if paper:
+        accounting += "; paper rows: classic conversion, tf-privacy orders (the paper's Table 2)"
+    if q >= 1:
+        accounting += "; q = 1: every row is exact (Gaussian composition, Balle & Wang 2018)"
+    # Which participants drop matters only where their weights differ (--examples).
+    lost = "the heaviest first (worst case), " if weighted else ""
+    colluding = (
+        f"coalition rows: colluding survivors of weight {coalition:g}; no other coalition is covered"
+        if coalition is not None
+        else "not covered by the z figure; --colluding K adds their rows"
+    )
+    return (
+        ("delta", f"{delta:g}"),
+        ("accounting", accounting),
+        ("neighbouring", "replace one participant's update (same weight; the weight sum public)"),
+        (
+            "dropouts",
+            f"participants sampled with q = {q:g} (Poisson); in each row a fraction r (its dropout "
+            f"column) of them is lost before sending, {lost}the same r every round, not "
+            "data-dependent; none during calibration",
+        ),
+        (
+            "epsilon",
+            "an upper bound; model rows: outsiders who see the released models; server rows: the "
+            "server, which draws the sample",
+        ),
+        ("colluding", colluding),
+        ("calibration", "none / yes = without / with Algorithm 2's re-drawn noise"),
+        ("participants", out["participants"]),
+        ("more", "--verbose for every assumption; --format json has them all"),
+    )

@@ -27,6 +27,9 @@ where epsilon*(q) is `record_spend.EpsilonCurve` (increasing in q). Three ways, 
 Budgets outside [epsilon*(q_min), epsilon*(q_cap)] are infeasible in one direction: below, no
 usable rate meets them, and the only admissible rate is 0 (the record is never sampled, so it
 spends nothing); above, even q_cap leaves budget unspent. `INFEASIBLE` says what to do with them.
+A budget that sigma was calibrated to spend at q_cap (`record_spend.calibrate_sigma`, rPDP-FL's
+prepare_fedrpdp) sits just above epsilon*(q_cap) only because sigma is rounded up to 4
+significant digits: it is met at the cap and marked ``spent-exactly``, not infeasible.
 """
 
 from __future__ import annotations
@@ -69,10 +72,25 @@ INFEASIBLE = ("clamp", "exclude", "fail")
 
 #: Smallest sampling rate handed out; budgets below epsilon*(DEFAULT_Q_MIN) are infeasible.
 DEFAULT_Q_MIN = 1e-6
-STATUSES = ("ok", "capped", "excluded-low", "excluded-high", "overspent", "possibly-overspent")
-OK, CAPPED, EXCLUDED_LOW, EXCLUDED_HIGH, OVERSPENT, POSSIBLY_OVERSPENT = range(6)
+#: A record's status, by index (`Personalization.status`). New ones go at the end, so that an
+#: index keeps its meaning (the Parquet output stores indices into this tuple).
+STATUSES = (
+    "ok",
+    "capped",
+    "excluded-low",
+    "excluded-high",
+    "overspent",
+    "possibly-overspent",
+    "spent-exactly",
+)
+OK, CAPPED, EXCLUDED_LOW, EXCLUDED_HIGH, OVERSPENT, POSSIBLY_OVERSPENT, SPENT_EXACTLY = range(7)
+#: How far above epsilon*(q_cap) a calibrated budget (`personalize`'s cap_budget) may sit: sigma
+#: rounded up to 4 significant digits moves epsilon*(q_cap) by well under 1%, so a budget further
+#: above was not what sigma was calibrated to spend (the calibration stopped at the edge of its
+#: sigma range, say: a budget of 100 spending 28.4 is not "spent exactly").
+CAP_BUDGET_RTOL = 1e-2
 #: Statuses of records whose budget is inside the feasible range.
-IN_RANGE = (OK, OVERSPENT, POSSIBLY_OVERSPENT)
+IN_RANGE = (OK, OVERSPENT, POSSIBLY_OVERSPENT, SPENT_EXACTLY)
 
 
 @dataclass
@@ -167,12 +185,18 @@ class Infeasible:
 
 
 def infeasible_budgets(
-    budgets: np.ndarray, feasible: FeasibleRange, counts: np.ndarray | None = None
+    budgets: np.ndarray,
+    feasible: FeasibleRange,
+    counts: np.ndarray | None = None,
+    cap_budget: float | None = None,
 ) -> Infeasible:
-    """The budgets outside `feasible`; `counts` gives each budget's multiplicity (default 1)."""
+    """The budgets outside `feasible`; `counts` gives each budget's multiplicity (default 1).
+
+    Budgets up to `cap_budget`, the one sigma was calibrated to spend at q_cap, are met there
+    and so are not above the range (see `personalize`)."""
     counts = np.ones(budgets.size, dtype=np.int64) if counts is None else counts
     low = budgets < feasible.epsilon_min
-    high = budgets > feasible.epsilon_max
+    high = budgets > _ceiling(feasible, cap_budget)
     return Infeasible(
         int(counts[low].sum()), _range(budgets[low]), int(counts[high].sum()), _range(budgets[high])
     )
@@ -204,11 +228,17 @@ def personalize(
     scf_points: int = SCF_POINTS,
     grid_ratio: float = GRID_RATIO,
     table: EpsilonTable | None = None,
+    cap_budget: float | None = None,
 ) -> Personalization:
     """Every record's sampling rate under `method` (see the module docstring).
 
     `table` may pass an `epsilon_table` of the same curve and rates, already computed (the
-    exact method then reuses it; SCF brackets with it).
+    exact method then reuses it; SCF brackets with it). `cap_budget` is the budget sigma was
+    calibrated to spend at q_cap (`record_spend.calibrate_sigma` or
+    `user_rates.calibrate_user_sigma`, which guarantee epsilon*(q_cap) <= it): budgets from
+    epsilon*(q_cap) up to it get q_cap, spend epsilon*(q_cap) (never more than their budget) and
+    are ``spent-exactly``, not ``capped`` outside the feasible range. It must lie in
+    [epsilon*(q_cap), epsilon*(q_cap) (1 + `CAP_BUDGET_RTOL`)], else InvalidParameter.
     """
     if method not in METHODS:
         raise InvalidParameter(f"method must be one of {', '.join(METHODS)}, got {method!r}")
@@ -226,7 +256,21 @@ def personalize(
     distinct, record_of = np.unique(budgets, return_inverse=True)
     feasible = table.feasible if table is not None else feasible_range(curve, q_min, q_cap)
 
-    off = infeasible_budgets(distinct, feasible, np.bincount(record_of))
+    if cap_budget is not None and not cap_budget >= feasible.epsilon_max:
+        # A calibration never leaves epsilon*(q_cap) above its budget: a budget it does leave
+        # there belongs to another run (another sigma, q_cap or curve) and says nothing here.
+        raise InvalidParameter(
+            f"cap budget {cap_budget:g} is below epsilon*(q_cap) = {feasible.epsilon_max:.6g}: "
+            "sigma was not calibrated to it"
+        )
+    if cap_budget is not None and cap_budget > feasible.epsilon_max * (1 + CAP_BUDGET_RTOL):
+        # Nor does it leave epsilon*(q_cap) far below it, but where its sigma range ends: such a
+        # budget is left unspent at q_cap (capped), not spent exactly.
+        raise InvalidParameter(
+            f"cap budget {cap_budget:g} is more than {CAP_BUDGET_RTOL:.0%} above epsilon*(q_cap) = "
+            f"{feasible.epsilon_max:.6g}: sigma was not calibrated to spend it"
+        )
+    off = infeasible_budgets(distinct, feasible, np.bincount(record_of), cap_budget)
     if infeasible == "fail" and (off.low or off.high):
         raise InvalidParameter(
             f"infeasible budgets: {off.message(feasible)}; use --infeasible clamp "
@@ -275,7 +319,9 @@ def personalize(
     q[inside], spent[inside], lower[inside] = q_u, spent_u, lower_u
     q[at_cap], spent[at_cap], lower[at_cap] = q_cap, feasible.epsilon_max, feasible.epsilon_max
     status = np.zeros(distinct.size, dtype=np.uint8)
-    high = distinct > feasible.epsilon_max
+    high = distinct > _ceiling(feasible, cap_budget)
+    # Above epsilon*(q_cap) yet not high: met at the cap by the calibration (`cap_budget`).
+    status[distinct > feasible.epsilon_max] = SPENT_EXACTLY
     status[high] = CAPPED
     status[low] = EXCLUDED_LOW
     status[lower > distinct] = OVERSPENT  # only SCF rates can; capped budgets never do
@@ -328,12 +374,17 @@ def personalization_assumptions(
         *curve.assumptions().items(),
     ]
     if calibration is not None:
+        largest = float(result.budgets.max())
+        spent = (
+            "so that budget is spent exactly at q_cap (up to sigma's rounding to 4 significant digits)"
+            if largest <= calibration.epsilon * (1 + CAP_BUDGET_RTOL)
+            else "the smallest sigma of the search range, so q_cap leaves that budget unspent (capped)"
+        )
         lines.append(
             (
                 "sigma",
                 f"{sigma:g}, calibrated: epsilon*(q_cap = {feasible.q_cap:g}) = "
-                f"{calibration.epsilon:.6g} <= largest budget "
-                f"{result.budgets.max():.6g}",
+                f"{calibration.epsilon:.6g} <= largest budget {largest:.6g}, {spent}",
             )
         )
     lines.append(
@@ -359,6 +410,11 @@ def _method_text(result: Personalization) -> str:
         "scf: Simulation-CurveFitting (Algorithm 3), fit e^(aq+b)+c on "
         f"{result.details['scf_points']} rates; rates re-accounted: {result.details['check']}"
     )
+
+
+def _ceiling(feasible: FeasibleRange, cap_budget: float | None) -> float:
+    """The largest budget met at q_cap: epsilon*(q_cap), or the budget sigma was calibrated to."""
+    return feasible.epsilon_max if cap_budget is None else max(feasible.epsilon_max, cap_budget)
 
 
 def _range(values: np.ndarray) -> tuple[float, float] | None:

@@ -44,6 +44,7 @@ from uldp.errors import DataError, InvalidParameter
 from uldp.input_files import CAPS, InputFileError, read_text
 
 from ..events import SIGMA_MAX, SIGMA_MIN, Composed, Event, Group, SubsampledGaussian
+from ..plan import dataset_rate, epochs_steps
 
 #: The accountant type whose state we read (Opacus's `RDPAccountant.mechanism()`).
 OPACUS_RDP = "rdp"
@@ -262,12 +263,12 @@ class DpSgdDescription:
     @property
     def q(self) -> float:
         """TF-Privacy's poisson_subsampling_probability = batch_size / number_of_examples."""
-        return self.batch_size / self.dataset_size
+        return dataset_rate(self.batch_size, self.dataset_size)
 
     @property
     def steps(self) -> int:
         """TF-Privacy's count = int(math.ceil(num_epochs / poisson_subsampling_probability))."""
-        return int(math.ceil(self.epochs / self.q))
+        return epochs_steps(self.epochs, self.q)
 
     @property
     def epoch_steps(self) -> int:

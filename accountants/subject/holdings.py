@@ -113,7 +113,7 @@ def _check_members(path: Path, pairs: list[tuple[str, str]], members: int, *, mo
     members holding one subject."""
     if most > members:
         raise InvalidParameter(
-            f"--holdings: a subject is held by {most} members, more than --members {members}"
+            f"--holdings: a subject is held by {most} members, more than --silos {members}"
         )
     named = [member for _, member in pairs]
     for number, member in enumerate(named, start=1):
@@ -123,12 +123,12 @@ def _check_members(path: Path, pairs: list[tuple[str, str]], members: int, *, mo
             continue
         if not 0 <= index < members:
             raise InvalidParameter(
-                f"--holdings: {path} data row {number} names member {member}, but --members {members} "
+                f"--holdings: {path} data row {number} names member {member}, but --silos {members} "
                 f"numbers the members 0..{members - 1}"
             )
     distinct = len(set(named))
     if distinct > members:
-        raise InvalidParameter(f"--holdings: {path} names {distinct} members, more than --members {members}")
+        raise InvalidParameter(f"--holdings: {path} names {distinct} members, more than --silos {members}")
 
 
 def _is_number(cell: str) -> bool:

@@ -55,10 +55,20 @@ def test_group_plan_accounts_each_k_and_method():
     plan = PLANS[3]
     rows = account_plan(plan, delta=DELTA, ks=(1, 4), methods=("rdp", "normal"))
     assert [(r.k, r.method, r.level, r.algorithm) for r in rows] == [
-        (1, "record", "user", "uldp-group"),
+        (1, "record", "record", "uldp-group"),
         (4, "rdp", "user", "uldp-group"),
         (4, "normal", "user", "uldp-group"),
     ]
+
+
+def test_a_group_plans_user_level_is_its_group_k_even_when_ks_leave_it_out():
+    # Issue 34: ks = (2,) used to give only k = 2 rows tagged "user", though a user keeps 4 records.
+    plan = PLANS[3]
+    rows = account_plan(plan, delta=DELTA, ks=(2,), methods=("rdp",))
+    assert [(r.k, r.level) for r in rows] == [(2, "group"), (4, "user")]
+    assert rows[1].epsilon == group_level(plan.mechanism, DELTA, 4, "rdp").epsilon > rows[0].epsilon
+    # A user who keeps one record is that record: k = 1 is then the user level.
+    assert [(r.k, r.level) for r in account_plan(PLANS[4], delta=DELTA, ks=(1,))] == [(1, "user")]
 
 
 def test_a_bare_mechanism_is_account():
@@ -67,3 +77,18 @@ def test_a_bare_mechanism_is_account():
     assert account_plan(plan, delta=DELTA, ks=(1, 2), methods=("rdp", "normal")) == account(
         mechanism, delta=DELTA, ks=(1, 2), methods=("rdp", "normal")
     )
+
+
+def test_dp_sgd_steps_count_exactly_from_the_batch_and_silo_size():
+    from fractions import Fraction
+
+    from uldp.accountants.plan import dp_sgd_fraction, dp_sgd_rate, dp_sgd_steps
+
+    # A tolerance of 1e-9 undercounted here: ceil(1 / (2e9 / (2e9 + 1))) is 2.
+    assert dp_sgd_steps(1, dp_sgd_fraction(2 * 10**9, 2 * 10**9 + 1)) == 2
+    # ... and the float ratio overcounts where the ratio is whole: 1 / float(1/3) > 3.
+    assert dp_sgd_steps(1, dp_sgd_fraction(1, 3)) == 3 and dp_sgd_steps(2, dp_sgd_fraction(10, 100)) == 20
+    assert dp_sgd_steps(3, 0.1) == 30  # a typed rate is the decimal it prints as
+    assert dp_sgd_fraction(7, 5) == 1 and isinstance(dp_sgd_fraction(7, 5), Fraction)
+    for batch, size in ((1, 3), (256, 60000), (2 * 10**9, 2 * 10**9 + 1), (7, 5)):
+        assert float(dp_sgd_fraction(batch, size)) == dp_sgd_rate(batch, size)

@@ -110,7 +110,9 @@ def algorithm_bases(head: list[str]) -> dict[str, list[str]]:
         *["--batch-size", "10", "--silo-sizes", "100,200", *FEW_ORDERS],
     ]
     user = [*head, "--algo", "uldp-avg", "--rounds", "2", "--user-q", "0.5", *FEW_ORDERS]
+    group_k = [*head, "--algo", "uldp-group", "--rounds", "2", "--record-q", "0.01", *FEW_ORDERS]
     return {
+        "--group-k": group_k,
         "--rounds": user,
         "--user-q": user,
         "--silos": group_q,

@@ -1,6 +1,12 @@
 """`uldp bench protocol` end to end, with small insecure test keys to stay fast."""
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -47,6 +53,10 @@ def test_table_and_plot(tmp_path):
     assert result.exit_code == 0, result.output
     assert "uldp bench protocol" in result.output and "Assumptions" in result.output
     assert "naive s" not in result.output  # only with --compare-straightforward
+    # Not a terminal: a line per cell on stderr says what runs, how long it took, what is left.
+    assert "bench protocol: cell 1/2, d=2 |U|=2: setup (512-bit Paillier key" in result.output
+    assert "bench protocol: cell 1/2, d=2 |U|=2: done in" in result.output and "left" in result.output
+    assert "bench protocol: cell 2/2, d=2 |U|=3: done in" in result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
@@ -93,3 +103,65 @@ def test_failed_verification_exits_1(monkeypatch):
     assert result.exit_code == 1
     assert json.loads(result.output.split("Error:")[0])["runs"][0]["verified"] is False
     assert "verification failed for d=2 |U|=2" in result.output
+
+
+def _children(pid: int) -> list[str]:
+    try:
+        return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except FileNotFoundError:
+        return []
+
+
+def _group_members(pgid: int) -> list[str]:
+    """Live (not zombie) processes of process group `pgid`, from /proc."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _ppid, group = stat.read_text().rsplit(")", 1)[1].split()[:3]
+        except OSError:
+            continue  # the process ended while we looked
+        if int(group) == pgid and state != "Z":
+            members.append(stat.parent.name)
+    return members
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="reads worker processes from /proc")
+@pytest.mark.parametrize(
+    "signum,whole_group,status,message",
+    [
+        # `kill -- -PGID`, a closing terminal: every worker gets the signal too.
+        (signal.SIGTERM, True, 143, "Stopped by SIGTERM"),
+        # Ctrl-C on a terminal signals the whole foreground group.
+        (signal.SIGINT, True, 130, "Interrupted (Ctrl-C)"),
+        # `kill PID`: only the parent; it must end its workers itself.
+        (signal.SIGTERM, False, 143, "Stopped by SIGTERM"),
+    ],
+)
+def test_a_signal_during_the_silo_phase_is_reported_once_and_ends_every_worker(
+    signum, whole_group, status, message
+):
+    uldp = Path(sys.executable).parent / "uldp"
+    process = subprocess.Popen(
+        [str(uldp), "bench", "protocol", *FAST, "--params", "300", "--users", "40"]
+        + ["--workers", "2", "--rounds", "50"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group, as a shell job has
+    )
+    deadline = time.monotonic() + 60
+    while len(_children(process.pid)) < 2:  # the silo phase's worker processes are up
+        assert process.poll() is None and time.monotonic() < deadline
+        time.sleep(0.02)
+    if whole_group:
+        os.killpg(process.pid, signum)
+    else:
+        process.send_signal(signum)
+    _, err = process.communicate(timeout=60)
+    assert process.returncode == status, err
+    assert err.count(message) == 1, err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err
+    deadline = time.monotonic() + 10
+    while _group_members(process.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _group_members(process.pid) == []

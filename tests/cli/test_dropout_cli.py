@@ -10,7 +10,7 @@ from uldp.accountants.dropout.rounds import rate_only_round, weighted_round
 from .invoke import command_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-BASE = ["--sigma", "1", "--user-q", "0.01"]
+BASE = ["--sigma", "1", "--silo-q", "0.01"]
 
 
 run, run_json = command_runner("dropout")
@@ -52,7 +52,7 @@ def test_calibration_variance_and_n0():
         "0.1",
         "--rounds",
         "10",
-        "--participants",
+        "--silos-per-round",
         "50",
         "--clip",
         "0.5",
@@ -104,14 +104,17 @@ def test_table_and_csv():
         (["--dropout", "-0.1", "--rounds", "10"], "--dropout"),
         (["--dropout", "0.1"], "--rounds"),
         (
-            ["--dropout", "0.1", "--rounds", "10", "--participants", "50", "--min-weight-sum", "60"],
+            ["--dropout", "0.1", "--rounds", "10", "--silos-per-round", "50", "--min-weight-sum", "60"],
             "--min-weight-sum",
         ),
         (["--dropout", "0.1", "--rounds", "10", "--min-weight-sum", "6"], "--min-weight-sum"),
         (["--dropout", "0.1", "--rounds", "10", "--examples", "10,20"], "--n-max"),
-        (["--dropout", "0.9", "--rounds", "10", "--participants", "3"], "no participant"),
+        (["--dropout", "0.9", "--rounds", "10", "--silos-per-round", "3"], "no participant"),
         (["--dropout", "0.1", "--rounds", "0"], "--rounds"),
-        (["--dropout", "0.1", "--rounds", "10", "--participants", "50", "--colluding", "45"], "--colluding"),
+        (
+            ["--dropout", "0.1", "--rounds", "10", "--silos-per-round", "50", "--colluding", "45"],
+            "--colluding",
+        ),
         (["--dropout", "0.1", "--rounds", "10", "--colluding", "3"], "--colluding"),
     ],
 )
@@ -131,7 +134,7 @@ def test_server_view_is_not_amplified_by_sampling(accountant):
         *BASE,
         "--dropout",
         "0,0.1",
-        "--participants",
+        "--silos-per-round",
         "50",
         "--rounds",
         "100,1000",
@@ -156,7 +159,7 @@ def test_assumptions_name_rate_only_mode_calibration_dropouts_and_coalitions():
     assert "no dropouts during the calibration step" in rates["dropouts"]
     assert "z sqrt((n'-k)/n')" in rates["colluding participants"]
     assert "outsiders" in rates["calibrated, released model"]
-    given = run_json(*BASE, "--dropout", "0.1", "--rounds", "10", "--no-paper", "--participants", "7")
+    given = run_json(*BASE, "--dropout", "0.1", "--rounds", "10", "--no-paper", "--silos-per-round", "7")
     assert given["assumptions"]["participants"].startswith("7 sampled per round")
     assert given["calibration"][0]["alive_fraction"] == pytest.approx(6 / 7)
 
@@ -168,7 +171,7 @@ def test_colluding_survivors_get_their_own_rows():
         *BASE,
         "--dropout",
         "0.1",
-        "--participants",
+        "--silos-per-round",
         "50",
         "--rounds",
         "100",
@@ -195,7 +198,7 @@ def test_colluding_survivors_get_their_own_rows():
             *BASE,
             "--dropout",
             "0.1",
-            "--participants",
+            "--silos-per-round",
             "50",
             "--rounds",
             "100",
@@ -209,6 +212,36 @@ def test_colluding_survivors_get_their_own_rows():
         .splitlines()
     )
     assert len(csv) == 1 + 2 * 3 and sum(",coalition," in line for line in csv) == 2
-    table = run(*BASE, "--dropout", "0.1", "--participants", "50", "--rounds", "100", "--colluding", "10")
+    table = run(*BASE, "--dropout", "0.1", "--silos-per-round", "50", "--rounds", "100", "--colluding", "10")
     assert "yes, coalition" in table.output and "none, coalition" in table.output
     assert "coalition" not in run(*BASE, "--dropout", "0.1", "--rounds", "100").output.split("Assumptions")[0]
+
+
+def _assumptions_block(output: str) -> list[str]:
+    return output.split("Assumptions\n")[1].split("Notes\n")[0].splitlines()
+
+
+def test_table_leads_with_what_matters_and_verbose_prints_every_assumption():
+    """The default block is about a dozen lines (issue 34: it was ~55); --verbose prints every
+    line and JSON always has them all (what the brief lines say: test_dropout_brief.py)."""
+    args = [*BASE, "--dropout", "0,0.1", "--silos-per-round", "50", "--rounds", "10,100"]
+    brief = _assumptions_block(run(*args).output)
+    verbose = _assumptions_block(run(*args, "--verbose").output)
+    every = run_json(*args)["assumptions"]
+    labels = [line.split(":")[0].strip() for line in brief if not line.startswith("    ")]
+    assert labels == [
+        "delta",
+        "accounting",
+        "neighbouring",
+        "dropouts",
+        "epsilon",
+        "colluding",
+        "calibration",
+        "participants",
+        "more",
+    ]
+    assert len(brief) <= 16 and 2 * len(brief) < len(verbose)
+    assert "--verbose" in " ".join(brief)
+    for label in every:
+        assert any(line.startswith(f"  {label}: ") for line in verbose), label
+    assert every["participants"].startswith("50 sampled per round") and "neighbouring" in every

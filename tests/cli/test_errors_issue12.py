@@ -38,10 +38,10 @@ def refused(*args: str, naming: str, saying: str = "", within: float = 5) -> str
         ["account", "--sigma", "1e155", "--q", "0.01", "--steps", "1000"],
         ["account", "--sigma", "1e155", "--q", "0.01", "--steps", "1000", "--accountant", "pld,prv"],
         ["calibrate", "--epsilon", "3", "--q", "0.01", "--sigma", "1e155"],
-        ["dropout", "--sigma", "1e155", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
-        ["dropout", "--sigma", "1e-300", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
+        ["dropout", "--sigma", "1e155", "--silo-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
+        ["dropout", "--sigma", "1e-300", "--silo-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
         [
-            *["subject", "--members", "4", "--per-round", "2", "--rounds", "2", "--local-steps", "2"],
+            *["subject", "--silos", "4", "--silos-per-round", "2", "--rounds", "2", "--local-steps", "2"],
             *["--record-q", "0.01", "--sigma", "1e155"],
         ],
         ["account", "--sigma", "1e-300", "--q", "0.01", "--steps", "10"],
@@ -55,13 +55,13 @@ def test_a_sigma_beyond_the_range_is_refused_by_name(args: list[str]) -> None:
     "args, option",
     [
         (
-            ["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
-            "--participants",
+            ["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
+            "--silos-per-round",
         ),
         (
             [
                 "subject",
-                "--per-round",
+                "--silos-per-round",
                 "2",
                 "--rounds",
                 "2",
@@ -72,7 +72,7 @@ def test_a_sigma_beyond_the_range_is_refused_by_name(args: list[str]) -> None:
                 "--sigma",
                 "1",
             ],
-            "--members",
+            "--silos",
         ),
         (BENCH, "--n-max"),
     ],
@@ -92,12 +92,12 @@ def test_bench_precision_outside_its_range_is_refused(value: str) -> None:
 PLOTTING = [
     ["account", "--sigma", "1", "--q", "0.01", "--steps", "10", "--k", "1,2"],
     ["calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "10"],
-    ["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
+    ["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0.1", "--rounds", "10"],
     [
         "subject",
-        "--members",
+        "--silos",
         "4",
-        "--per-round",
+        "--silos-per-round",
         "2",
         "--rounds",
         "2",
@@ -148,7 +148,7 @@ def test_pld_group_of_a_million_is_refused_with_the_largest_k_it_serves() -> Non
         (["calibrate", "--epsilon", "3", "--algo", "uldp-avg", "--rounds", "0"], "--rounds"),
         (["account", "--sigma", "1", "--algo", "uldp-avg", "--rounds", "0"], "--rounds"),
         (["account", "--sigma", "1", "--q", "0.01", "--steps", "0"], "--steps"),
-        (["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "0"], "--rounds"),
+        (["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0.1", "--rounds", "0"], "--rounds"),
     ],
 )
 def test_zero_releases_are_refused(args: list[str], option: str) -> None:

@@ -1,8 +1,8 @@
 """Plain-Gaussian views are printed exactly (issue 32, items 10 and 12), end to end.
 
-`uldp dropout` at --user-q 1 and `uldp personalize`'s capped tier (q = 1): each figure is compared
+`uldp dropout` at --silo-q 1 and `uldp personalize`'s capped tier (q = 1): each figure is compared
 with an independent computation of the Gaussian mechanism's exact curve (Balle & Wang 2018,
-Thm. 8, solved here with scipy's brentq). `uldp train --algo dp-fedavg-robust` at --user-q 1 is
+Thm. 8, solved here with scipy's brentq). `uldp train --algo dp-fedavg-robust` at --silo-q 1 is
 checked in tests/cli/test_train_dropout.py (the same runs it already trains).
 """
 
@@ -31,7 +31,7 @@ def _exact(mu: float, delta: float = DELTA) -> float:
 
 def test_uldp_dropout_at_q_1_prints_the_exact_epsilon_and_keeps_rdp_as_the_cross_check():
     """The audit's case: 6 rounds at sigma 2 printed 5.979 (RDP) where the exact value is 5.545."""
-    args = ("--sigma", "2", "--user-q", "1", "--dropout", "0", "--rounds", "6", "--no-paper")
+    args = ("--sigma", "2", "--silo-q", "1", "--dropout", "0", "--rounds", "6", "--no-paper")
     document = dropout_json(*args)
     exact = _exact(math.sqrt(6) / 2)
     for entry in document["results"]:

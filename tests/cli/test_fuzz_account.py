@@ -8,8 +8,13 @@ from .fuzz_options import FEW_ORDERS, algorithm_bases, check_every_value, comman
 
 COMMAND = command_named("account")
 MECHANISM = ["account", "--sigma", "1", "--q", "0.01", "--steps", "10", *FEW_ORDERS]
+#: A DP-SGD description as Opacus and TF-Privacy give it: q = batch / N, steps from epochs.
+EPOCHS = ["account", "--sigma", "1", "--dataset-size", "1000", "--batch-size", "10", "--epochs", "1"]
+EPOCHS += FEW_ORDERS
 #: The cheap command line each numeric option is fuzzed on: one where the option is used.
 BASES = {
+    "--epochs": EPOCHS,
+    "--dataset-size": EPOCHS,
     "--sigma": MECHANISM,
     "--q": MECHANISM,
     "--steps": MECHANISM,

@@ -9,8 +9,13 @@ from .fuzz_options import FEW_ORDERS, algorithm_bases, check_every_value, comman
 COMMAND = command_named("calibrate")
 SOLVE_SIGMA = ["calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "10", *FEW_ORDERS]
 SOLVE_STEPS = ["calibrate", "--epsilon", "3", "--q", "0.01", "--sigma", "5", *FEW_ORDERS]
+#: A DP-SGD description as Opacus and TF-Privacy give it: q = batch / N, steps from epochs.
+EPOCHS = ["calibrate", "--epsilon", "3", "--dataset-size", "1000", "--batch-size", "10", "--epochs", "1"]
+EPOCHS += FEW_ORDERS
 #: The cheap command line each numeric option is fuzzed on: one where the option is used.
 BASES = {
+    "--epochs": EPOCHS,
+    "--dataset-size": EPOCHS,
     "--epsilon": SOLVE_SIGMA,
     "--q": SOLVE_SIGMA,
     "--steps": SOLVE_SIGMA,

@@ -20,9 +20,9 @@ from .fuzz_options import CHEAP_BENCH, FEW_ORDERS
 
 ACCOUNT = ["account", "--sigma", "1", "--q", "0.01", "--steps", "10", "--k", "1,2", *FEW_ORDERS]
 CALIBRATE = ["calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "10", *FEW_ORDERS]
-DROPOUT = ["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0.1", "--participants", "50"]
+DROPOUT = ["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0.1", "--silos-per-round", "50"]
 DROPOUT += ["--rounds", "10", "--no-paper", *FEW_ORDERS]
-SUBJECT = ["subject", "--sigma", "1", "--members", "2", "--per-round", "1", "--rounds", "2"]
+SUBJECT = ["subject", "--sigma", "1", "--silos", "2", "--silos-per-round", "1", "--rounds", "2"]
 SUBJECT += ["--local-steps", "2", "--record-q", "0.1"]
 PERSONALIZE = ["personalize", "--sigma", "1", "--rounds", "3", "--local-steps", "2", "--records", "10"]
 REPORT = ["report", "--sigma", "1", "--q", "0.01", "--steps", "10", "--accountant", "rdp", *FEW_ORDERS]

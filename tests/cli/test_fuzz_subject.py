@@ -11,23 +11,23 @@ COMMAND = command_named("subject")
 #: A few orders keep each accounting fast; --orders itself is fuzzed in their place.
 FEW_ORDERS = ["--orders", "2,4,8,16,32,64"]
 BASE = [
-    *["subject", "--members", "4", "--per-round", "2", "--rounds", "2", "--local-steps", "2"],
+    *["subject", "--silos", "4", "--silos-per-round", "2", "--rounds", "2", "--local-steps", "2"],
     *["--record-q", "0.01", "--sigma", "1", *FEW_ORDERS],
 ]
 BUDGET = [*BASE, "--epsilon", "4"]
 POWER = [*BASE, "--subject-items", "8", "--distribution", "power", "--alpha", "2"]
 #: The cheap command line each numeric option is fuzzed on: one where the option is used.
 BASES = {
-    "--members": BASE,
-    "--per-round": BASE,
+    "--silos": BASE,
+    "--silos-per-round": BASE,
     "--rounds": BASE,
     "--local-steps": BASE,
     "--record-q": BASE,
     "--sigma": BASE,
     "--epsilon": BUDGET,
     "--k": BUDGET,
-    "--subject-members": BASE,
-    "--items-per-member": BASE,
+    "--subject-silos": BASE,
+    "--items-per-silo": BASE,
     "--subject-items": BASE,
     "--alpha": POWER,
     "--delta": BASE,
@@ -44,7 +44,7 @@ def test_every_value_of_every_numeric_option_keeps_the_contract(option: str) -> 
 #: differ most from HiGradAvgDP's: UserLDP (2C, and its unsampled user-level LDP row) and
 #: LocalItemDP (m items: m steps at sigma / sqrt(m), and its cross-check's sigma / m can fall far
 #: below --sigma's own range).
-ALGO_OPTIONS = ("--rounds", "--local-steps", "--record-q", "--sigma", "--items-per-member", "--subject-items")
+ALGO_OPTIONS = ("--rounds", "--local-steps", "--record-q", "--sigma", "--items-per-silo", "--subject-items")
 
 
 @pytest.mark.parametrize("algo", ["userldp", "localitemdp"])
@@ -67,8 +67,8 @@ def test_localitemdp_items_under_pld_keep_the_contract(items: str) -> None:
     """Issue 32: a subject's items at a member are the Binomial(m, q) mixture; PLD builds it for up
     to 2^14 items and refuses more in one line (exit 2), before any work."""
     args = [
-        *["subject", "--members", "4", "--per-round", "2", "--rounds", "2", "--local-steps", "2"],
-        *["--record-q", "0.2", "--sigma", "3", "--items-per-member", items],
+        *["subject", "--silos", "4", "--silos-per-round", "2", "--rounds", "2", "--local-steps", "2"],
+        *["--record-q", "0.2", "--sigma", "3", "--items-per-silo", items],
         *["--algo", "localitemdp", "--accountant", "pld"],
     ]
     result = run(*args)

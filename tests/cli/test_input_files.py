@@ -120,7 +120,7 @@ def _refused(args: list[str], *fragments: str) -> str:
     return line
 
 
-SUBJECT = ["subject", "--sigma", "1", "--members", "2", "--per-round", "1", "--rounds", "2"]
+SUBJECT = ["subject", "--sigma", "1", "--silos", "2", "--silos-per-round", "1", "--rounds", "2"]
 SUBJECT += ["--local-steps", "2", "--record-q", "0.1"]
 PERSONALIZE = ["personalize", "--sigma", "1", "--rounds", "3", "--local-steps", "2"]
 

@@ -142,7 +142,7 @@ def test_personalize_refuses_one_column_for_ids_and_budgets(tmp_path) -> None:
 
 # --- item 5: the tables keep their promises ---------------------------------------------------
 
-SUBJECT = ["subject", "--members", "4", "--per-round", "2", "--rounds", "10", "--local-steps", "2"]
+SUBJECT = ["subject", "--silos", "4", "--silos-per-round", "2", "--rounds", "10", "--local-steps", "2"]
 SUBJECT += ["--record-q", "0.01", "--sigma", "1"]
 
 
@@ -152,7 +152,7 @@ SUBJECT += ["--record-q", "0.01", "--sigma", "1"]
         ("subject,member,subject\na,1,b\n", ("column 'subject' appears 2 times",)),
         ("subject,member\na,0\na,100\n", ("data row 2", "member 100", "0..3")),
         ("subject,member\na,-1\n", ("data row 1", "member -1", "0..3")),
-        ("subject,member\na,s1\nb,s2\nc,s3\nd,s4\ne,s5\n", ("names 5 members", "--members 4")),
+        ("subject,member\na,s1\nb,s2\nc,s3\nd,s4\ne,s5\n", ("names 5 members", "--silos 4")),
     ],
 )
 def test_holdings_refuse_repeated_columns_and_members_outside_the_federation(tmp_path, text, needles) -> None:
@@ -238,7 +238,7 @@ def test_resume_on_a_folder_without_a_checkpoint_is_refused(tmp_path) -> None:
         "account --sigma 1 --q 0.01 --steps 10 --accountant pld --k 2 --group-method pld",
         "calibrate --epsilon 3 --q 0.01 --steps 10 --accountant pld",
         "report --sigma 1 --q 0.01 --steps 10 --accountant pld",
-        "dropout --sigma 1 --user-q 0.01 --dropout 0.1 --rounds 10 --accountant pld",
+        "dropout --sigma 1 --silo-q 0.01 --dropout 0.1 --rounds 10 --accountant pld",
     ],
 )
 def test_rdp_options_without_an_rdp_bound_are_refused(line, flag) -> None:

@@ -168,8 +168,8 @@ def test_an_output_file_in_a_missing_directory_is_refused_before_any_work(tmp_pa
     "command",
     [
         ["calibrate", "--epsilon", "3", "--q", "0.01", "--steps", "1000", "--plot"],
-        ["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0.1", "--rounds", "10", "--plot"],
-        ["subject", "--members", "4", "--per-round", "4", "--rounds", "10", "--local-steps", "1"]
+        ["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0.1", "--rounds", "10", "--plot"],
+        ["subject", "--silos", "4", "--silos-per-round", "4", "--rounds", "10", "--local-steps", "1"]
         + ["--record-q", "0.1", "--sigma", "1", "--plot"],
     ],
 )

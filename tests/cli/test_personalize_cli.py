@@ -256,3 +256,26 @@ def test_without_pyarrow_the_csv_module_gives_the_same_files(tmp_path, monkeypat
     bad = write_budgets(tmp_path / "bad.csv", [["a", "1"], ["b", "lots"]])
     result = run("--epsilon-csv", bad, "--sigma", "5", *RUN)
     assert result.exit_code == 2 and "row 2: budget 'lots' is not a number" in result.output
+
+
+def test_a_calibrated_largest_budget_is_spent_exactly_not_capped(tmp_path):
+    """--calibrate-sigma spends the largest budget at q_cap: epsilon*(q_cap) <= it, short of it only
+    by sigma's rounding up to 4 significant digits. Its records are `spent-exactly`, in range, not
+    `capped` and "outside the feasible range" (issue 34, item 8), and still never over budget."""
+    src = write_budgets(tmp_path / "b.csv", [["a", 1.0], ["b", 5.0], ["c", 5.0]])
+    out = tmp_path / "q.csv"
+    args = ["--epsilon-csv", src, "--calibrate-sigma", *RUN]
+    doc = run_json(*args, "--out", str(out))
+    cap = doc["feasible"]["epsilon_max"]
+    assert cap < 5.0  # the issue's case: 7.99866 <= 8 printed as "capped"
+    rows = read_rows(out)
+    assert [r["status"] for r in rows] == ["ok", "spent-exactly", "spent-exactly"]
+    assert all(float(r["epsilon_spent"]) <= float(r["epsilon"]) for r in rows)
+    assert float(rows[1]["q"]) == 1.0 and float(rows[1]["epsilon_spent"]) == cap
+    assert doc["infeasible"]["above"] == 0 and doc["infeasible"]["above_range"] is None
+    assert [row["status"] for row in doc["budgets"]] == ["ok", "spent-exactly"]
+    assert doc["methods"][0]["in_range"] == 3
+    assert not any("outside the feasible range" in note for note in doc["notes"])
+    assert "spent exactly at q_cap" in doc["assumptions"]["sigma"]
+    table = run(*args).output
+    assert "spent-exactly" in table and "capped" not in table and "outside the feasible" not in table

@@ -31,9 +31,14 @@ def drawn(monkeypatch):
 
     for module in (
         "uldp.cli.figures",
+        # Each plotting module binds save_png when first imported: patch it there too, or a
+        # module an earlier test imported keeps the original and the figure is not kept.
+        "uldp.cli.account_plot",
         "uldp.cli.dropout_plot",
         "uldp.cli.subject_plot",
         "uldp.cli.personalize_io",
+        "uldp.cli.report_render",
+        "uldp.cli.commands.bench",
     ):
         monkeypatch.setattr(f"{module}.save_png", keep, raising=False)
     return kept
@@ -56,7 +61,7 @@ def lines_by_label(axes) -> dict:
 
 def test_dropout_plot_draws_the_tables_epsilons_with_and_without_dropouts(tmp_path: Path, drawn) -> None:
     plot = tmp_path / "d.png"
-    args = ["dropout", "--sigma", "1", "--user-q", "0.01", "--dropout", "0,0.3", "--participants", "50"]
+    args = ["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0,0.3", "--silos-per-round", "50"]
     args += ["--rounds", "10,1000", "--epsilon", "4", "--no-paper"]
     doc = json.loads(run(*args, "--plot", str(plot), "--format", "json").stdout)
     assert_png_whole(plot)
@@ -85,7 +90,7 @@ def test_dropout_plot_draws_the_tables_epsilons_with_and_without_dropouts(tmp_pa
 
 def test_subject_plot_draws_the_members_and_the_federations_epsilon(tmp_path: Path, drawn) -> None:
     plot = tmp_path / "s.png"
-    args = ["subject", "--members", "4", "--per-round", "4", "--rounds", "20", "--local-steps", "5"]
+    args = ["subject", "--silos", "4", "--silos-per-round", "4", "--rounds", "20", "--local-steps", "5"]
     args += ["--record-q", "0.02", "--sigma", "1", "--plot", str(plot), "--format", "json"]
     doc = json.loads(run(*args).stdout)
     assert_png_whole(plot)
@@ -104,7 +109,7 @@ def test_subject_plot_draws_the_members_and_the_federations_epsilon(tmp_path: Pa
 
 def test_subject_plot_says_where_it_went(tmp_path: Path, drawn) -> None:
     plot = tmp_path / "s.png"
-    args = ["subject", "--members", "4", "--per-round", "4", "--rounds", "20", "--local-steps", "5"]
+    args = ["subject", "--silos", "4", "--silos-per-round", "4", "--rounds", "20", "--local-steps", "5"]
     result = run(*args, "--record-q", "0.02", "--sigma", "1", "--plot", str(plot))
     # The path may wrap across lines in the table's notes.
     assert "".join(f"- plot written to {plot}".split()) in "".join(result.output.split())
@@ -161,3 +166,68 @@ def test_fig11_legends_cover_no_data(tmp_path: Path, drawn) -> None:
         # One colour per phase, the same in both panels.
         colours = {line.get_color() for line in axes.get_lines()}
         assert colours == {"tab:blue", "tab:orange", "tab:green"}
+
+
+def test_report_roc_is_log_log_and_names_coincident_claims(tmp_path: Path, drawn) -> None:
+    """Issue 34, item 6: on a linear TPR axis every curve sat at 0 below FPR 1e-2, and claims with
+    the same curve (one record = one user when every user holds one record) hid each other."""
+    plot = tmp_path / "roc.png"
+    args = ["report", "--algo", "uldp-avg", "--sigma", "5", "--rounds", "100", "--user-q", "0.5"]
+    doc = json.loads(run(*args, "--accountant", "rdp", "--plot", str(plot), "--format", "json").stdout)
+    assert_png_whole(plot)
+    (figure,) = drawn
+    (axes,) = figure.axes
+    assert axes.get_xscale() == "log" and axes.get_yscale() == "log"
+    assert 0 < axes.get_ylim()[0] <= 1e-5  # the low-FPR corner is on the plot, not clipped to 0
+    lines = lines_by_label(axes)
+    chance = lines.pop("chance (no information)")
+    assert np.array_equal(chance.get_xdata(), chance.get_ydata())
+    claims = doc["claims"]
+    assert len(claims) == 3 and len(lines) == 2  # record and user coincide; the server's is apart
+    (shared,) = [label for label in lines if " = " in label]
+    assert shared.startswith("one record = one user") and "(released model)" in shared
+    assert len({line.get_linestyle() for line in lines.values()}) == 2
+    # Every curve is drawn where a linear axis showed 0: well above chance at FPR 1e-3.
+    for line in lines.values():
+        fpr, tpr = line.get_data()
+        at = np.searchsorted(fpr, 1e-3)
+        assert tpr[at] > 3 * fpr[at]
+
+
+def test_coincident_groups_joins_equal_curves_only() -> None:
+    from uldp.cli.report_render import coincident_groups
+
+    a = np.geomspace(1e-5, 1, 10)
+    assert coincident_groups([a, a * (1 + 1e-9), a * 1.01, a]) == [[0, 1, 3], [2]]
+
+
+def test_dropout_plot_keeps_the_legend_off_the_budget_labels(tmp_path: Path, drawn) -> None:
+    plot = tmp_path / "d.png"
+    args = ["dropout", "--sigma", "1", "--silo-q", "0.01", "--dropout", "0,0.3", "--silos-per-round", "50"]
+    run(*args, "--rounds", "1,10", "--epsilon", "1.2,1.5,2", "--no-paper", "--plot", str(plot))
+    (figure,) = drawn
+    canvas = FigureCanvasAgg(figure)  # save_png closed the figure; draw it again as saved
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    (axes,) = figure.axes
+    legend = axes.get_legend().get_window_extent(renderer)
+    labels = [text for text in axes.texts if text.get_text().startswith("budget ")]
+    assert len(labels) == 3
+    for label in labels:
+        assert not label.get_window_extent(renderer).overlaps(legend), label.get_text()
+    assert not legend.overlaps(axes.get_window_extent(renderer))
+
+
+def test_account_plot_starts_the_pld_line_at_k_1(tmp_path: Path, drawn) -> None:
+    """Under the default --accountant rdp the table has no record-level PLD figure; the PLD group
+    line still starts at k = 1, with the plain PLD epsilon (a group of one is the record)."""
+    plot = tmp_path / "a.png"
+    mechanism = ["--sigma", "1", "--q", "1", "--steps", "3"]  # no sub-sampling: the PLD group is quick
+    run("account", *mechanism, "--k", "2", "--group-method", "rdp,pld", "--plot", str(plot))
+    (figure,) = drawn
+    lines = lines_by_label(figure.axes[0])
+    pld, rdp = lines["PLD mixture of Gaussians"], lines["Lemma 6 (RDP group)"]
+    assert list(pld.get_xdata()) == [1, 2] and list(rdp.get_xdata()) == [1, 2]
+    record = json.loads(run("account", *mechanism, "--accountant", "pld", "--format", "json").stdout)
+    record = record["results"][0]
+    assert record["level"] == "record" and pld.get_ydata()[0] == pytest.approx(record["epsilon"], rel=1e-12)

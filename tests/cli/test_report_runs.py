@@ -33,7 +33,7 @@ RUNS = {
     ),
     "dropout": (
         *("--algo", "dp-fedavg-robust", "--dataset", "mnist", "--users", "40", "--silos", "40"),
-        *("--user-q", "0.5", "--model", "logistic", "--sigma", "1", "--rounds", "2", "--dropout", "0.3"),
+        *("--silo-q", "0.5", "--model", "logistic", "--sigma", "1", "--rounds", "2", "--dropout", "0.3"),
     ),
     "tiers": (
         *("--algo", "rpdp", "--dataset", "heart-disease", "--distribution", "three-levels"),

@@ -70,7 +70,7 @@ def test_readme_set_up_activates_the_venv_once_after_the_one_line_installs() -> 
         "--k 1,2,4,8,16,32,64 --group-method rdp,normal,pld"
     )
     assert second.endswith(
-        "&& .ci/static-checks && .venv/bin/python -m pytest -q -n 2 --dist loadgroup tests"
+        "&& .ci/static-checks && .venv/bin/python -m pytest -q -rfE -n 2 --dist loadgroup tests"
     )
     # ... which is what CI runs.
     assert second.split("&& ")[-1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").replace(

@@ -17,9 +17,9 @@ from .invoke import command_runner
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 BASE = [
-    "--members",
+    "--silos",
     "16",
-    "--per-round",
+    "--silos-per-round",
     "4",
     "--rounds",
     "50",
@@ -49,7 +49,7 @@ def test_json_contract_worst_case():
 
 
 def test_fewer_holders_and_distributions():
-    one = run_json(*BASE, "--subject-members", "1")
+    one = run_json(*BASE, "--subject-silos", "1")
     assert one["federation_epsilon"] == pytest.approx(one["local_epsilon"])
     spread = run_json(*BASE, "--subject-items", "32", "--distribution", "power", "--alpha", "4")
     assert sum(spread["holding"]) == 32 and spread["holding"][0] > 2
@@ -79,14 +79,14 @@ def test_table_and_config():
 @pytest.mark.parametrize(
     "args, needle",
     [
-        (["--per-round", "17"], "--per-round"),
+        (["--silos-per-round", "17"], "--silos-per-round"),
         (["--k", "2"], "--epsilon"),
-        (["--subject-members", "20"], "--subject-members"),
+        (["--subject-silos", "20"], "--subject-silos"),
         (["--record-q", "0"], "--record-q"),
         (["--alpha", "2"], "--subject-items"),
         (["--subject-items", "5", "--distribution", "power"], "--alpha"),
         (["--subject-items", "5", "--alpha", "2"], "--alpha"),
-        (["--subject-items", "5", "--items-per-member", "2"], "--items-per-member"),
+        (["--subject-items", "5", "--items-per-silo", "2"], "--items-per-silo"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, needle):
@@ -105,9 +105,9 @@ def test_holdings_with_too_many_members(tmp_path):
 
 
 PAPER = [
-    "--members",
+    "--silos",
     "16",
-    "--per-round",
+    "--silos-per-round",
     "16",
     "--local-steps",
     "10",

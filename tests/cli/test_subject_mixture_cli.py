@@ -15,8 +15,8 @@ run, run_json = command_runner("subject")
 
 #: The audit's setting: 4 members, each holding 2 of the subject's items, all 4 every round.
 AUDIT = [
-    *["--members", "4", "--per-round", "4", "--rounds", "100", "--local-steps", "10"],
-    *["--record-q", "0.01", "--sigma", "2", "--subject-members", "4", "--items-per-member", "2"],
+    *["--silos", "4", "--silos-per-round", "4", "--rounds", "100", "--local-steps", "10"],
+    *["--record-q", "0.01", "--sigma", "2", "--subject-silos", "4", "--items-per-silo", "2"],
 ]
 
 
@@ -54,7 +54,7 @@ def test_holdings_list_each_subjects_cross_check(tmp_path):
     path = tmp_path / "items.csv"
     path.write_text("subject,member\na,0\na,0\na,1\nb,2\n")
     doc = run_json(
-        *["--members", "4", "--per-round", "2", "--rounds", "50", "--local-steps", "10"],
+        *["--silos", "4", "--silos-per-round", "2", "--rounds", "50", "--local-steps", "10"],
         *["--record-q", "0.01", "--sigma", "2", "--holdings", str(path), "--algo", "localitemdp"],
     )
     by_name = {entry["subject"]: entry for entry in doc["subjects"]}
@@ -64,8 +64,9 @@ def test_holdings_list_each_subjects_cross_check(tmp_path):
 
 def test_pld_serves_the_exact_mixture_and_refuses_one_line():
     doc = run_json(
-        *["--members", "2", "--per-round", "2", "--rounds", "5", "--local-steps", "10", "--record-q", "0.2"],
-        *["--sigma", "2", "--subject-members", "1", "--items-per-member", "2", "--algo", "localitemdp"],
+        *["--silos", "2", "--silos-per-round", "2", "--rounds", "5"],
+        *["--local-steps", "10", "--record-q", "0.2"],
+        *["--sigma", "2", "--subject-silos", "1", "--items-per-silo", "2", "--algo", "localitemdp"],
         *["--accountant", "pld"],
     )
     assert doc["local_epsilon"] < doc["cross_check"]["local_epsilon"]

@@ -24,7 +24,7 @@ def _schedule(tmp_path, rounds: int, participants=(0,), at="upload") -> str:
 @pytest.mark.parametrize("calibration", ["--calibration", "--no-calibration"])
 def test_the_printed_epsilon_is_uldp_dropouts_for_the_dropouts_that_happened(tmp_path, calibration):
     """Heart-disease's 4 hospitals, all sampled (q = 1), one lost before its upload every round:
-    `uldp dropout --participants 4 --dropout 0.25` describes exactly that round."""
+    `uldp dropout --silos-per-round 4 --dropout 0.25` describes exactly that round."""
     rounds = 6
     schedule = _schedule(tmp_path, rounds)
 
@@ -35,7 +35,7 @@ def test_the_printed_epsilon_is_uldp_dropouts_for_the_dropouts_that_happened(tmp
 
     def planned(rate: str) -> dict:
         return dropout_json(
-            *("--sigma", "1.3", "--user-q", "1", "--participants", "4", "--dropout", rate),
+            *("--sigma", "1.3", "--silo-q", "1", "--silos-per-round", "4", "--dropout", rate),
             *("--rounds", str(rounds), "--no-paper"),
         )
 

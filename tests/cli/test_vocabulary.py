@@ -83,6 +83,24 @@ def _help(name: str) -> str:
     return result.output
 
 
+def _walk(group: click.Group, prefix: str = "") -> list[str]:
+    """Every command of the CLI, bench's subcommands included, as `uldp NAME --help` names it."""
+    ctx = click.Context(group)
+    found = []
+    for name in group.list_commands(ctx):
+        command = group.get_command(ctx, name)
+        if isinstance(command, click.Group):
+            found += _walk(command, f"{prefix}{name} ")
+        elif command is not None:
+            found.append(f"{prefix}{name}")
+    return found
+
+
+def test_every_command_is_walked() -> None:
+    # A new command (or bench subcommand) must join COMMANDS, so that its options are checked.
+    assert sorted(_walk(cli)) == sorted(COMMANDS)
+
+
 def test_the_table_is_there_and_covers_the_renamed_concepts() -> None:
     names = {option for row in VOCABULARY for option in row["options"]}
     assert {"--sigma", "--epsilon", "--user-q", "--silo-q", "--record-q", "--local-steps"} <= names
@@ -126,7 +144,13 @@ def test_the_renamed_options_have_their_old_spellings() -> None:
     assert {(c, old, new) for c, old, new in _aliases()} >= {
         ("dropout", "--z", "--sigma"),
         ("dropout", "--budget", "--epsilon"),
-        ("dropout", "--q", "--user-q"),
+        ("dropout", "--q", "--silo-q"),
+        ("dropout", "--user-q", "--silo-q"),
+        ("dropout", "--participants", "--silos-per-round"),
+        ("subject", "--members", "--silos"),
+        ("subject", "--per-round", "--silos-per-round"),
+        ("subject", "--subject-members", "--subject-silos"),
+        ("subject", "--items-per-member", "--items-per-silo"),
         ("personalize", "--tau", "--local-steps"),
         ("personalize", "--client-rate", "--silo-q"),
         ("personalize", "--budgets", "--epsilon-csv"),
@@ -149,11 +173,11 @@ def test_old_spellings_are_hidden_from_help(name: str) -> None:
 RUNS: dict[str, dict[str, str]] = {
     "dropout": {
         "--sigma": "1",
-        "--user-q": "0.01",
+        "--silo-q": "0.01",
         "--dropout": "0.1",
         "--rounds": "10",
         "--epsilon": "2",
-        "--participants": "50",
+        "--silos-per-round": "50",
     },
     "personalize": {
         "--epsilon-csv": "budgets.csv",
@@ -175,16 +199,22 @@ RUNS: dict[str, dict[str, str]] = {
         "--noise-seed": "1",
     },
     "subject": {
-        "--members": "4",
-        "--per-round": "4",
+        "--silos": "4",
+        "--silos-per-round": "4",
+        "--subject-silos": "3",
+        "--items-per-silo": "2",
         "--rounds": "5",
         "--local-steps": "2",
         "--record-q": "0.01",
         "--sigma": "1",
-        "--epsilon": "4",
-        "--k": "1,2",
     },
 }
+# Options only some aliases' runs need (subject's --k needs --epsilon, which searches: ~1 s).
+NEEDS: dict[tuple[str, str], dict[str, str]] = {("subject", "--k"): {"--epsilon": "4", "--k": "1,2"}}
+
+
+def _run_options(name: str, new: str) -> dict[str, str]:
+    return {**RUNS[name], **NEEDS.get((name, new), {})}
 
 
 def _invoke(args: list[str], cwd: Path):
@@ -207,6 +237,20 @@ def _run(name: str, options: dict[str, str], cwd: Path) -> tuple[Any, str]:
     return _timeless(json.loads(result.stdout)), result.stderr
 
 
+_EXPECTED: dict[tuple[str, tuple[tuple[str, str], ...]], tuple[Any, str]] = {}
+
+
+def _expected(name: str, options: dict[str, str], cwd: Path) -> tuple[Any, str]:
+    """`_run` in the current spellings, once per command and options when no input file (whose
+    path differs per test) is involved: each alias of a command compares with the same run."""
+    if any(value.endswith(".csv") for value in options.values()):
+        return _run(name, options, cwd)
+    key = (name, tuple(options.items()))
+    if key not in _EXPECTED:
+        _EXPECTED[key] = _run(name, options, cwd)
+    return _EXPECTED[key]
+
+
 def _timeless(document: Any) -> Any:
     """The JSON document without its wall-clock timings, which differ from run to run."""
     if isinstance(document, dict):
@@ -219,9 +263,9 @@ def _timeless(document: Any) -> Any:
 @pytest.mark.parametrize("case", _aliases(), ids=lambda case: f"{case[0]} {case[1]}")
 def test_an_old_spelling_works_the_same_and_warns_once(case: tuple[str, str, str], tmp_path: Path) -> None:
     name, old, new = case
-    options = RUNS[name]
+    options = _run_options(name, new)
     assert new in options, f"add a value for {new} to RUNS[{name!r}]"
-    expected, quiet = _run(name, options, tmp_path)
+    expected, quiet = _expected(name, options, tmp_path)
     assert quiet == ""
     renamed = {(old if key == new else key): value for key, value in options.items()}
     got, warning = _run(name, renamed, tmp_path)
@@ -234,8 +278,8 @@ def test_an_old_spelling_works_the_same_and_warns_once(case: tuple[str, str, str
 @pytest.mark.parametrize("case", _aliases(), ids=lambda case: f"{case[0]} {case[1]}")
 def test_an_old_spelling_works_as_a_config_key_and_warns(case: tuple[str, str, str], tmp_path: Path) -> None:
     name, old, new = case
-    options = RUNS[name]
-    expected, _ = _run(name, options, tmp_path)
+    options = _run_options(name, new)
+    expected, _ = _expected(name, options, tmp_path)
     config = tmp_path / "plan.yaml"
     value = str(tmp_path / options[new]) if options[new].endswith(".csv") else options[new]
     config.write_text(f"{old.lstrip('-')}: '{value}'\n", encoding="utf-8")
@@ -253,8 +297,8 @@ def test_an_option_and_its_old_spelling_together_are_refused(
     case: tuple[str, str, str], tmp_path: Path
 ) -> None:
     name, old, new = case
-    value = RUNS[name][new]
-    args = [*name.split(), *(w for pair in RUNS[name].items() for w in pair), old, value]
+    options = _run_options(name, new)
+    args = [*name.split(), *(w for pair in options.items() for w in pair), old, options[new]]
     result = _invoke(args, tmp_path)
     assert result.exit_code == 2
     assert result.output.splitlines()[-1] == f"Error: give {old} or {new}, not both (the same option)"
@@ -277,8 +321,163 @@ def test_an_old_spelling_with_a_refused_value_gets_one_error_line_naming_it(
 ) -> None:
     # The warning comes only once the value is accepted, so a fuzzer sees exactly one line.
     name, old, new = case
-    args = [*name.split(), *(w for pair in RUNS[name].items() if pair[0] != new for w in pair), old, "-1"]
+    options = _run_options(name, new)
+    args = [*name.split(), *(w for pair in options.items() if pair[0] != new for w in pair), old, "-1"]
     result = _invoke(args, tmp_path)
     assert result.exit_code == 2
     assert len(result.stderr.strip().splitlines()) == 1
     assert result.stderr.startswith(f"Error: Invalid value for '{old}' (old spelling of '{new}')")
+
+
+# Spellings of one concept (docs/cli.md, Rules): across all commands at most one of each set may
+# be visible in --help; the others live on only as hidden aliases (issue 34, item 3).
+SYNONYMS = (
+    ("--silos", "--members", "--participants-total"),
+    ("--silos-per-round", "--per-round", "--participants"),
+    ("--subject-silos", "--subject-members"),
+    ("--items-per-silo", "--items-per-member"),
+    ("--silo-q", "--client-rate", "--lambda"),
+    ("--sigma", "--z", "--noise-multiplier"),
+    ("--epsilon", "--budget", "--target-epsilon"),
+    ("--epsilon-csv", "--budgets"),
+    ("--epsilon-column", "--budget-column"),
+    ("--local-steps", "--tau"),
+    ("--k", "--group-sizes"),
+    ("--epochs", "--num-epochs"),
+    ("--dataset-size", "--n", "--number-of-examples"),
+)
+
+
+def _visible() -> dict[str, set[str]]:
+    """Every visible long option -> the commands that show it."""
+    shown: dict[str, set[str]] = {}
+    for name in COMMANDS:
+        for spellings in _options(_command(name)):
+            for spelling in spellings:
+                shown.setdefault(spelling, set()).add(name)
+    return shown
+
+
+@pytest.mark.parametrize("names", SYNONYMS, ids=lambda names: names[0])
+def test_a_concept_has_one_visible_name_across_commands(names: tuple[str, ...]) -> None:
+    shown = _visible()
+    visible = [name for name in names if name in shown]
+    assert visible == [names[0]], f"{names[0]} is also shown as {visible}: {[shown[n] for n in visible]}"
+
+
+def _option_help(name: str, option: str) -> str:
+    param = _options(_command(name)).get((option,))
+    assert param is not None, (name, option)
+    return str(getattr(param, "help", "") or "").lower()
+
+
+def test_each_sampling_rate_samples_one_party_everywhere() -> None:
+    # --user-q samples users, --silo-q silos (Baek et al.'s participants included), --record-q
+    # records: the same rate under two names, or one name for two parties, fails here.
+    shown = _visible()
+    for option, party, not_party in (
+        ("--user-q", "user", ("silo", "participant")),
+        ("--silo-q", "silo", ("user",)),
+        ("--record-q", "record", ()),
+    ):
+        for name in shown[option]:
+            text = _option_help(name, option)
+            assert party in text, f"uldp {name} {option}: its help does not say it samples {party}s"
+            for other in not_party:
+                assert other not in text, f"uldp {name} {option} samples {other}s?"
+
+
+def test_group_k_means_uldp_groups_k_in_every_command_that_has_it() -> None:
+    # Trained with --group-k 8, accounted with --group-k 8 (the train check line says so), the
+    # same numbers as the --k 8 that account took before; --k stays a stated group size.
+    plan = ["--algo", "uldp-group", "--rounds", "10", "--silo-sizes", "100,100", "--batch-size", "10"]
+    by_group_k = _json_of(["account", "--sigma", "5", *plan, "--group-k", "8"])
+    assert by_group_k["results"] == _json_of(["account", "--sigma", "5", *plan, "--k", "8"])["results"]
+    assert [r["k"] for r in by_group_k["results"]] == [8, 8]
+    sigma = _json_of(["calibrate", "--epsilon", "4", *plan, "--group-k", "8"])["sigma"]
+    assert sigma == _json_of(["calibrate", "--epsilon", "4", *plan, "--k", "8"])["sigma"]
+    for name in ("account", "calibrate", "report", "train", "audit"):
+        assert "records kept per user" in _option_help(name, "--group-k")
+    import numpy as np
+
+    from uldp.trainers.algorithms.base import TrainConfig
+    from uldp.trainers.algorithms.group import UldpGroup
+
+    trainer = UldpGroup(8, [np.ones(100, bool), np.ones(100, bool)])
+    flags = trainer.account_flags(TrainConfig(algo="uldp-group", rounds=1, batch_size=10), 2)
+    assert "--group-k 8" in " ".join(flags) and "--k " not in " ".join(flags)
+
+
+def _json_of(args: list[str]) -> Any:
+    result = CliRunner().invoke(cli, [*args, "--format", "json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def test_no_help_text_names_an_old_spelling_as_current() -> None:
+    # An old spelling that is no current option anywhere must not appear in any --help text
+    # (train --help named --budgets for rpdp after it became --epsilon-csv).
+    shown = _visible()
+    old = {alias for _, alias, _ in _aliases()} - set(shown)
+    for name in COMMANDS:
+        text = _help(name)
+        for spelling in old:
+            assert not re.search(rf"{re.escape(spelling)}(?![\w-])", text), (
+                f"uldp {name} --help names {spelling}"
+            )
+
+
+def test_dp_fedavg_robust_samples_silos_at_silo_q_and_keeps_user_q_working(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from uldp.cli.commands.train.dropouts import silo_rate
+
+    command = _command("train")
+    base = ["--algo", "dp-fedavg-robust", "--dataset", "mnist"]
+    for args, warned in ((["--silo-q", "0.25"], False), (["--user-q", "0.25"], True)):
+        with command.make_context("train", [*base, *args]) as ctx:
+            options = dict(ctx.params)
+            silo_rate(ctx, options)
+        # The trainer reads the rate of whoever a round samples as TrainConfig.user_q.
+        assert options["user_q"] == 0.25 and options["silo_q"] is None
+        assert ("--user-q is an old spelling of --silo-q" in capsys.readouterr().err) == warned
+    with command.make_context("train", [*base, "--user-q", "0.5", "--silo-q", "0.5"]) as ctx:
+        with pytest.raises(click.UsageError, match="give --silo-q or --user-q, not both"):
+            silo_rate(ctx, dict(ctx.params))
+
+
+@pytest.mark.parametrize(
+    ("config", "args", "rate", "warning"),
+    [
+        # The command line overrides the config file, as for every option (README).
+        ("user_q: 0.5\n", ["--silo-q", "0.25"], 0.25, None),
+        ("silo_q: 0.5\n", ["--user-q", "0.3"], 0.3, "Warning: --user-q is an old spelling of --silo-q"),
+        # The file's old key alone still works, warned about by name as config.py words it.
+        ("user_q: 0.5\n", [], 0.5, "key 'user_q' is an old spelling of 'silo-q'"),
+        # Both spellings from the same place: refused.
+        ("user_q: 0.5\nsilo_q: 0.4\n", [], None, "Error: give --silo-q or --user-q, not both"),
+    ],
+)
+def test_dp_fedavg_robusts_silo_rate_from_a_config_file_and_the_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config: str, args: list[str], rate, warning
+) -> None:
+    import importlib
+
+    started: list[dict[str, Any]] = []
+
+    def start(options: dict[str, Any]) -> None:  # stop after parsing and the checks: no training
+        started.append(options)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(importlib.import_module("uldp.cli.commands.train.command"), "start", start)
+    path = tmp_path / "run.yaml"
+    path.write_text(config, encoding="utf-8")
+    argv = ["train", "--algo", "dp-fedavg-robust", "--dataset", "mnist", "--config", str(path), *args]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == (0 if rate is not None else 2), result.output
+    assert (warning is None and result.stderr == "") or (warning is not None and warning in result.stderr)
+    if rate is not None:
+        # The trainer reads the rate of whoever a round samples as TrainConfig.user_q.
+        assert started[0]["user_q"] == rate and started[0]["silo_q"] is None
+        if warning and "key" in warning:
+            assert result.stderr.startswith(f"Warning: {path}: key 'user_q'")

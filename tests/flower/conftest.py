@@ -1,4 +1,5 @@
-"""The `slow` mark of the Flower deployment tests (`pytest -m "not slow"` skips them)."""
+"""The `slow` mark of the Flower tests that start Ray or a deployment (`pytest -m "not slow"`
+skips them)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: starts a real Flower deployment (30-60 s each)")
+    config.addinivalue_line("markers", "slow: starts Ray or a real Flower deployment (20 s to minutes)")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -7,33 +7,39 @@ import json
 import signal
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from tests.flower.leftovers import marked_env, new_mark, processes_marked
 from uldp.cli.main import cli
 
 ARGS = ["train", "--algo", "uldp-avg", "--dataset", "heart-disease", "--rounds", "2", "--noise-seed", "1"]
 
 
+@pytest.mark.slow  # starts Ray and trains 3 rounds on it: 40-60 s
 def test_ctrl_c_stops_a_flower_run_whose_rounds_are_the_local_runs(tmp_path):
-    """One simulated run, stopped by Ctrl-C after a few rounds: the CLI's one line and status 130,
-    no Ray process left, and the rounds it finished equal `--engine local`'s."""
+    """One simulated run, stopped by Ctrl-C after a few rounds: its start-up's stages, one line
+    each (no terminal); the CLI's one line and status 130; no Ray process left the moment it has
+    exited (issue 34: a log_monitor outlived it by 30 s); and the rounds it finished equal
+    `--engine local`'s."""
     pytest.importorskip("flwr", reason="the 'flower' extra is not installed")  # CI installs it
     flower_metrics, local_metrics = tmp_path / "flower.jsonl", tmp_path / "local.jsonl"
     args = [*ARGS[:-4], "--noise-seed", "1"]
+    mark = new_mark()
     proc = subprocess.Popen(
         [sys.executable, "-m", "uldp.cli", *args, "--rounds", "5000", "--engine", "flower"]
         + ["--metrics", str(flower_metrics)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        env=marked_env(mark),
     )
+    seen = []
     try:
         assert proc.stderr is not None
-        for line in proc.stderr:  # a line per round (no terminal)
+        for line in proc.stderr:  # a line per stage and per round (no terminal)
+            seen.append(line.rstrip("\n"))
             if "round    3/5000" in line:
                 break
         proc.send_signal(signal.SIGINT)
@@ -42,8 +48,14 @@ def test_ctrl_c_stops_a_flower_run_whose_rounds_are_the_local_runs(tmp_path):
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
-    assert "Interrupted after round" in err and "Traceback" not in err
-    assert not _ray_processes_after(seconds=30)
+    assert "Interrupted after round" in err and "Traceback" not in err and "\x1b[" not in err
+    assert processes_marked(mark) == []
+    stages = [line.split(": ", 1)[1] for line in seen[:6]]
+    assert stages[:2] == ["loading Flower and Ray...", "starting Ray..."], seen
+    assert stages[2].startswith("Ray started in "), seen
+    assert stages[3] == "setting up 4 silos (their ClientApps, their data)...", seen
+    assert stages[4].startswith("4 silos set up in ") and stages[5].startswith("engine start-up: "), seen
+    assert seen[6].startswith("uldp-avg on heart-disease: round    1/5000"), seen
     flower = [json.loads(line) for line in flower_metrics.read_text().splitlines()]
     assert len(flower) >= 3
     # In process: the reference run needs no signal, and a second interpreter costs seconds of imports.
@@ -55,31 +67,52 @@ def test_ctrl_c_stops_a_flower_run_whose_rounds_are_the_local_runs(tmp_path):
                 assert x[key] == pytest.approx(y[key], rel=1e-6, abs=1e-6), key
 
 
-def _ray_processes_after(seconds: float) -> list[str]:
-    """The command lines of this checkout's Ray processes still running `seconds` from now, or
-    none as soon as they are gone: Ray's shutdown signals its raylet and workers without waiting
-    for them (`kill_all_processes(wait=False)`), so on a busy machine they outlive the CLI by a
-    moment; one that outlives this wait was orphaned."""
-    deadline = time.monotonic() + seconds
-    while True:
-        left = [text for p in Path("/proc").glob("[0-9]*/cmdline") if (text := _ray_cmdline_of_ours(p))]
-        if not left or time.monotonic() > deadline:
-            return left
-        time.sleep(0.2)
-
-
-def _ray_cmdline_of_ours(cmdline: Path) -> str:
-    """The command line of a Ray worker or service running from this checkout's interpreter, or ""."""
+@pytest.mark.slow  # starts Ray and trains 3 rounds on it: 30-60 s
+def test_sigterm_stops_a_flower_run_as_ctrl_c_does(tmp_path):
+    """issue 34: `ray.init` replaced the CLI's SIGTERM handler, so a Flower run died with status
+    15 and no resume line. Now: the one "Stopped by SIGTERM" line, what was spent, the resume
+    command, status 143, and no Ray process left."""
+    pytest.importorskip("flwr", reason="the 'flower' extra is not installed")  # CI installs it
+    checkpoint = tmp_path / "run"
+    mark = new_mark()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "uldp.cli", *ARGS[:-4], "--rounds", "5000", "--engine", "flower"]
+        + ["--checkpoint", str(checkpoint)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=marked_env(mark),
+    )
     try:
-        text = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-    ours = sys.executable in text and ("ray::" in text or "ray/_private" in text or "raylet" in text)
-    return text if ours else ""
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            if "round    3/5000" in line:
+                break
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.count("Stopped by SIGTERM") == 1, err
+    assert "Interrupted after round" in err and "Traceback" not in err, err
+    assert f"with: uldp {' '.join(ARGS[:-4])} --rounds 5000" in err and err.rstrip().endswith("--resume"), err
+    assert processes_marked(mark) == []
 
 
 def test_missing_flower_extra_names_it(monkeypatch):
-    monkeypatch.setitem(sys.modules, "flwr.simulation", None)  # as if flwr were not installed
+    import builtins
+
+    import torch  # noqa: F401 - imported before the patch, which slows every import
+
+    real_import = builtins.__import__
+
+    def without_flwr(name, *args, **kwargs):  # as if flwr were not installed
+        if name == "flwr" or name.startswith("flwr."):
+            raise ModuleNotFoundError("No module named 'flwr'", name="flwr")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without_flwr)
     result = CliRunner().invoke(cli, [*ARGS, "--engine", "flower"])
     assert result.exit_code == 2
     assert "needs the 'flower' extra" in result.output

@@ -435,7 +435,7 @@ class DropoutRobust(BaseAlgorithm):
                 )
                 + "; rounds that released nothing add nothing; "
                 + (
-                    "user-q = 1: every round is a plain Gaussian, so both figures are the exact epsilon "
+                    "silo-q = 1: every round is a plain Gaussian, so both figures are the exact epsilon "
                     "of their composition (mu-GDP, mu = sqrt(sum_t 1/m_t^2), Balle & Wang 2018 Thm. 8; "
                     "accountants/tight/gaussian.py), below the RDP accountant's"
                     if exact
@@ -457,7 +457,7 @@ class DropoutRobust(BaseAlgorithm):
             out["aggregation"] = "in the clear: the server reads every participant's message (see epsilon)"
         secure_view = "and the server's" if cfg.secure else "(its server view assumes secure aggregation)"
         out["check"] = (
-            f"`uldp dropout --sigma {cfg.sigma:g} --user-q {cfg.user_q:g} --participants N --dropout R "
+            f"`uldp dropout --sigma {cfg.sigma:g} --silo-q {cfg.user_q:g} --silos-per-round N --dropout R "
             f"--rounds {cfg.rounds}` prints the released model's epsilon {secure_view} of "
             f"{cfg.rounds} rounds that each lost a share R of N unit-weight participants; this run's "
             "rounds each lost what their "
@@ -512,5 +512,6 @@ SPEC = AlgorithmSpec(
     secure=True,
     observed=True,
     # The dp-fedavg-robust options, and Algorithm 1's local SGD (no per-user batch, no group k).
-    options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size")) | DROPOUT_OPTIONS,
+    options=frozenset(("sigma", "clip", "lr", "global_lr", "local_epochs", "batch_size", "silo_q"))
+    | DROPOUT_OPTIONS,
 )

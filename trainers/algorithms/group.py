@@ -27,6 +27,7 @@ removes users' records from a round; it is not credited.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import TYPE_CHECKING, Any
 
 from uldp.errors import InvalidParameter
@@ -49,7 +50,7 @@ def group_plan(inputs: PlanInputs) -> Plan:
     """Per silo, T ceil(Q / gamma_s) DP-SGD steps; group privacy of k records (Theorem 2)."""
     # Imported here: `uldp train --help` lists the algorithms without loading the accountants.
     from uldp.accountants.events import ParallelSilos, SubsampledGaussian
-    from uldp.accountants.plan import Plan, dp_sgd_rate, dp_sgd_steps
+    from uldp.accountants.plan import Plan, dp_sgd_fraction, dp_sgd_steps
 
     sigma, rounds, k, local_epochs = inputs.sigma, inputs.rounds, inputs.k, inputs.local_epochs
     batch_size, record_q, silo_sizes = inputs.batch_size, inputs.record_q, inputs.silo_sizes
@@ -64,19 +65,22 @@ def group_plan(inputs: PlanInputs) -> Plan:
     if record_q is not None:
         if not 0 < record_q <= 1:
             raise InvalidParameter(f"record-q must be in (0, 1], got {record_q}")
-        rates = [record_q] * (inputs.silos or 1)
+        exact: list[float | Fraction] = [record_q] * (inputs.silos or 1)
         sampling = f"Poisson, gamma = {record_q:g} in every silo"
     else:
         if silo_sizes is None:
             raise InvalidParameter("--batch-size needs --silo-sizes (the record count of each silo)")
         if batch_size is None or batch_size < 1:
             raise InvalidParameter(f"batch size must be >= 1, got {batch_size}")
-        rates = [dp_sgd_rate(batch_size, n) for n in silo_sizes]
+        exact = [dp_sgd_fraction(batch_size, n) for n in silo_sizes]  # the steps count exactly
         sampling = (
             f"Poisson, gamma_s = min(1, B / |D_s|) with B = {batch_size}, |D_s| = "
-            f"{', '.join(str(n) for n in silo_sizes)}: gamma_s = {', '.join(f'{g:.4g}' for g in rates)}"
+            f"{', '.join(str(n) for n in silo_sizes)}: "
+            f"gamma_s = {', '.join(f'{float(g):.4g}' for g in exact)}"
         )
-    mechanisms = tuple(SubsampledGaussian(sigma, g, rounds * dp_sgd_steps(local_epochs, g)) for g in rates)
+    mechanisms = tuple(
+        SubsampledGaussian(sigma, float(g), rounds * dp_sgd_steps(local_epochs, g)) for g in exact
+    )
     unique = tuple(dict.fromkeys(mechanisms))
     mechanism: Mechanism = unique[0] if len(unique) == 1 else ParallelSilos(unique)
     steps = ", ".join(str(m.steps) for m in unique)
@@ -197,7 +201,7 @@ class UldpGroup(SiloAveraging):
         sizes = ",".join(str(n) for n in self.sizes if n > 0)
         return [
             f"--silo-sizes {sizes} --batch-size {cfg.batch_size} "
-            f"--local-epochs {cfg.local_epochs} --k {self.k} --group-method rdp"
+            f"--local-epochs {cfg.local_epochs} --group-k {self.k} --group-method rdp"
         ]
 
     def run_assumptions(self, cfg: TrainConfig, n_silos: int) -> dict[str, str]:
@@ -232,7 +236,7 @@ class UldpGroup(SiloAveraging):
     ) -> SiloDelta:
         import numpy as np
 
-        from uldp.accountants.plan import dp_sgd_rate, dp_sgd_steps
+        from uldp.accountants.plan import dp_sgd_fraction, dp_sgd_rate, dp_sgd_steps
 
         from ..per_user import flat_parameters
         from .base import SiloDelta, zero_delta
@@ -245,7 +249,8 @@ class UldpGroup(SiloAveraging):
         # |D_s|, not the kept count: the schedule the accountant counts does not depend on the
         # flags (a silo whose records were all dropped still adds its noise every step).
         gamma = dp_sgd_rate(cfg.batch_size, len(kept))
-        steps = dp_sgd_steps(cfg.local_epochs, gamma)  # the schedule the accountant counts
+        # The schedule the accountant counts, in the counts' exact ratio.
+        steps = dp_sgd_steps(cfg.local_epochs, dp_sgd_fraction(cfg.batch_size, len(kept)))
         usable = np.flatnonzero(kept & plan.sampled[silo.users])
         local = dp_sgd(
             ctx,

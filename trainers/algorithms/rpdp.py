@@ -143,7 +143,7 @@ def build(cfg: TrainConfig, silos: list[SiloData], task: str) -> RecordSampledDp
 SPEC = AlgorithmSpec(
     name="rpdp",
     help="rPDP-FL, DP-SGD with each record sampled at the rate its own budget allows "
-    "(rPDP-FL Algorithm 2; --distribution, --budgets or --budget-column).",
+    "(rPDP-FL Algorithm 2; --distribution, --epsilon-csv or --epsilon-column).",
     build=build,
     options=frozenset(("sigma", "clip", "lr", "global_lr", "local_steps", "silo_q")),
     plan_options=frozenset(),

@@ -11,6 +11,7 @@ only its description and test records.
 from __future__ import annotations
 
 import contextlib
+import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -35,11 +36,23 @@ def current_grid() -> Any:
     return _GRID.get()
 
 
-def deploy(data, cfg, grid: Any, loop: Callable[..., T], **options: Any) -> T:
+def deploy(
+    data,
+    cfg,
+    grid: Any,
+    loop: Callable[..., T],
+    *,
+    on_stage: Callable[[str], None] | None = None,
+    **options: Any,
+) -> T:
     """The round loop `loop` (`runner.run`) over the SuperNodes of `grid` (each with its own
-    partition file)."""
+    partition file); `on_stage` and the summary's `startup_s` as in `simulation.simulate`."""
     from .server import FlowerSilos
-    from .simulation import describe
+    from .simulation import describe, with_startup
 
+    started = time.perf_counter()
     description = describe(data, options.pop("model_name", None))
-    return loop(data, FlowerSilos(grid, description), cfg, model_name=description.model, **options)
+    silos = FlowerSilos(grid, description, on_stage=on_stage, started=started)
+    result = loop(data, silos, cfg, model_name=description.model, **options)
+    with_startup(result, [silos])
+    return result

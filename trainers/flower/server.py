@@ -15,8 +15,10 @@ the run with `SiloFailed` naming the silo(s), their SuperNodes, the round and Fl
 every algorithm here calibrates each silo's noise share to |S| silos (and Protocol 1's masks
 cancel only when all silos answer), so a round without a silo would release less noise than the
 accountant counts. Nothing of the round is kept; the checkpoint holds the previous round, to
-resume from. Replies are matched to the messages sent by the id they answer, never by their
-source: the SuperLink answers for an offline node from its own node id.
+resume from. Under the simulation engine an error reply that is Ray's own failure (a worker
+that died, out of memory) is the engine's, not the silo's: `EngineError`, with what to try.
+Replies are matched to the messages sent by the id they answer, never by their source: the
+SuperLink answers for an offline node from its own node id.
 """
 
 from __future__ import annotations
@@ -33,10 +35,11 @@ import numpy as np
 from flwr.app import ConfigRecord, Message, RecordDict
 from flwr.common.constant import ErrorCode
 
-from uldp.errors import ProtocolError
+from uldp.errors import EngineError, ProtocolError
 
 from ..algorithms import get_algorithm, make_algorithm
 from . import records
+from .ray_session import REMEDIES
 from .records import RunDescription
 
 if TYPE_CHECKING:
@@ -64,6 +67,8 @@ class FlowerSilos:
         timeout: float = DEFAULT_TIMEOUT,
         setup_timeout: float = SETUP_TIMEOUT,
         should_stop: Callable[[], bool] = lambda: False,
+        on_stage: Callable[[str], None] | None = None,
+        started: float | None = None,
     ) -> None:
         self.grid = grid
         self.run = run
@@ -73,6 +78,11 @@ class FlowerSilos:
         self.nodes: dict[int, int] = {}  # silo -> node id
         self.protocol: Any = None  # protocol1.ServerParty under --secure
         self._seeded = False  # the silos were sent the user's --noise-seed
+        self.say = on_stage or (lambda text: None)  # the start-up's stages, for a person waiting
+        self.started = time.perf_counter() if started is None else started  # the engine's start
+        # From `started` to round 1's first message to the silos: the engine, the silos' setup,
+        # Protocol 1's keys and the server's own preparation (the round loop's, before round 1).
+        self.startup_s: float | None = None
 
     # --- setup -------------------------------------------------------------------------------
     def prepare(self, cfg: TrainConfig, task: str, noise_fixed: bool) -> tuple[Algorithm, np.ndarray | None]:
@@ -83,6 +93,10 @@ class FlowerSilos:
         spec = get_algorithm(cfg.algo)
         owners_wanted = spec.server_reads_owners and not cfg.secure
         node_ids = self._wait_for_nodes()
+        n = self.run.n_silos
+        # Neutral: in simulation this starts their workers; in a deployment they already run.
+        self.say(f"setting up {n} silos (their ClientApps, their data)...")
+        began = time.perf_counter()
         settings = dataclasses.asdict(cfg)
         settings["noise_seed"] = None  # the server's entropy stays at the server
         run: dict[str, Any] = {
@@ -103,6 +117,7 @@ class FlowerSilos:
         self._seeded = noise_fixed
         content = RecordDict({"run": ConfigRecord(run)})
         replies = self.exchange({node: content for node in node_ids}, records.SETUP, 0, by_node=True)
+        self.say(f"{n} silos set up in {time.perf_counter() - began:.1f} s")
         owners: dict[int, np.ndarray] = {}
         for node, reply in replies.items():
             header: Any = reply.get("setup")
@@ -139,9 +154,18 @@ class FlowerSilos:
         if cfg.secure and not algorithm.phased:  # a phased algorithm runs its own protocol in phases
             from .protocol1 import ServerParty
 
+            self.say("setting up Protocol 1 (keys, pairwise seeds)...")
+            began = time.perf_counter()
             self.protocol = ServerParty(self.exchange, self.run, cfg)
             algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
+            self.say(f"Protocol 1 set up in {time.perf_counter() - began:.1f} s")
         return algorithm, counts
+
+    def _rounds_begin(self) -> None:
+        """Start-up ends with round 1's first message to the silos (or the first resumed round's)."""
+        if self.startup_s is None:
+            self.startup_s = time.perf_counter() - self.started
+            self.say(f"engine start-up: {self.startup_s:.1f} s")
 
     def _owners(self, reply: RecordDict, silo: int, count: int) -> np.ndarray:
         """The owner of each of silo `silo`'s `count` records, from its setup reply, checked."""
@@ -165,6 +189,7 @@ class FlowerSilos:
         ctx: Context,
         cfg: TrainConfig,
     ) -> list:
+        self._rounds_begin()
         model = records.params_record(params)
         extra = self.protocol.round_records(round, plan.sampled) if self.protocol is not None else {}
         messages = {}
@@ -228,6 +253,7 @@ class FlowerSilos:
         within the round's timeout, or whose SuperNode went offline, is left out (to a phased
         algorithm, a dropout); one that fails or refuses stops the run (`SiloFailed`), as in a
         round."""
+        self._rounds_begin()
         contents = {
             s: RecordDict(
                 {
@@ -370,6 +396,16 @@ class FlowerSilos:
                 refused[name_of[node]] = str(error.get("message"))
                 continue
             out[who] = content
+        if self.run.partitions:  # the simulation engine: a Ray worker that died is Ray's failure
+            ordered = sorted((n for n in targets if n in replies), key=lambda n: key_of[n])
+            broken = [n for n in ordered if _ray_failed(replies[n])]
+            if broken:  # every silo whose worker went down (a dead worker takes its queue along)
+                when = "setup" if round == 0 else f"round {round}"
+                reason = _short(" ".join(str(replies[broken[0]].error.reason).split()))
+                raise EngineError(
+                    f"Flower's simulation engine (Ray) failed in {when}, at "
+                    f"{', '.join(name_of[n] for n in broken)}: {reason}; {REMEDIES}"
+                )
         for problems, what in ((failed, "failed"), (refused, "refused")):
             if problems:
                 raise records.SiloFailed(list(problems), round, what, next(iter(problems.values())))
@@ -381,6 +417,17 @@ def _unavailable(reply: Message) -> bool:
     `linkstate.utils.create_message_error_unavailable_res_message`, from the SuperLink's own
     node id)."""
     return reply.has_error() and reply.error.code == ErrorCode.NODE_UNAVAILABLE
+
+
+def _ray_failed(reply: Message) -> bool:
+    """An error reply the simulation engine made of Ray's own failure (a worker that died, out of
+    memory: Flower 1.41's `vce_api.worker` replies with the exception's class, ErrorCode.UNKNOWN),
+    not of the ClientApp's exception (CLIENT_APP_RAISED_EXCEPTION, which names the silo's fault)."""
+    if not reply.has_error():
+        return False
+    error = reply.error
+    own = (ErrorCode.CLIENT_APP_RAISED_EXCEPTION, ErrorCode.LOAD_CLIENT_APP_EXCEPTION)
+    return error.code not in own and str(error.reason or "").startswith("<class 'ray.")
 
 
 def _flower_error(error: Any) -> str:

@@ -24,6 +24,8 @@ from ..accounting_options import (
     plan_reads,
     refuse_unread_rdp_options,
     refuse_unused,
+    schedule_options,
+    uldp_group_k,
 )
 from ..config import config_option
 from ..errors import library_errors
@@ -69,6 +71,7 @@ CSV_FIELDS = [
 @click.option("--sigma", type=NoiseMultiplier(), required=True, help="Noise multiplier, in [1e-6, 1e6].")
 @click.option("--q", type=Probability(), default=None, help="Poisson sampling rate per step, in (0, 1].")
 @click.option("--steps", type=PositiveInt(COUNT_MAX), default=None, help="Number of steps T, in [1, 1e12].")
+@schedule_options
 @accounting_options(many=True)
 @algorithm_options(many=True)
 @click.option(
@@ -83,6 +86,8 @@ def command(
     sigma,
     q,
     steps,
+    epochs,
+    dataset_size,
     delta,
     ks,
     methods,
@@ -99,24 +104,27 @@ def command(
     \b
     Bare mechanism (DP-SGD style):
       uldp account --sigma 5 --q 0.01 --steps 100000 --k 1,2,4,8 --group-method rdp,normal
+      uldp account --sigma 1.1 --dataset-size 60000 --batch-size 256 --epochs 60   # as Opacus
     ULDP-FL algorithm (user level):
       uldp account --algo uldp-avg --sigma 5 --rounds 100 --user-q 0.5
     """
     methods = expand_methods(methods)
     accountants = list(dict.fromkeys(accountants))
-    refuse_unused(click.get_current_context(), algos or [None], group=any(k > 1 for k in ks))
-    check_group_sizes(ks, methods)
+    group_k, ks = uldp_group_k(click.get_current_context(), ks, flags.pop("group_k"))
+    refuse_unused(click.get_current_context(), algos or [None], group=any(k > 1 for k in [*ks, group_k]))
+    check_group_sizes([*ks, group_k], methods)
     if plot is not None and not any(k > 1 for k in ks):
         raise click.BadParameter(
             "draws epsilon against the group size: give --k with values > 1", param_hint="'--plot'"
         )
-    group_k = max(ks)
     plans = [
         build_plan(
             a,
             sigma=sigma,
             q=q,
             steps=steps,
+            epochs=epochs,
+            dataset_size=dataset_size,
             **flags,
             k=group_k if a is not None and plan_reads(a, "k") else None,
         )
@@ -161,11 +169,41 @@ def command(
             else plan.assumptions.get("mechanism", "")
             for plan in plans
         )
+        # A group of one is the record, so each group line starts at k = 1: a line whose accountant
+        # gave no record-level figure (PLD's under the default --accountant rdp) gets it here.
+        unstarted = {r.accountant for r in results if r.k is not None and r.k > 1} - {
+            r.accountant for r in results if r.k == 1
+        }
+        starts: list[Guarantee] = []
+        if unstarted:
+            with library_errors():
+                starts = account(
+                    plans,
+                    delta=delta,
+                    accountants=sorted(unstarted),
+                    ks=[1],
+                    conversion=conversion,
+                    orders=orders,
+                )
         draw_group_plot(
-            plot, results, {m: method_labels[(m, GROUP_ACCOUNTING[m][0])] for m in GROUP_METHODS}, title
+            plot,
+            results + [r for r in starts if r.k == 1],
+            {m: method_labels[(m, GROUP_ACCOUNTING[m][0])] for m in GROUP_METHODS},
+            title,
         )
         notes.append(f"plot written to {plot}")
-    emit("uldp account", columns, rows, fmt, assumptions=assumptions, document=document, notes=notes)
+    # algorithm, k and bound (those shown, the leading columns) name a row: a folded table repeats them.
+    labels = sum(key in ("algorithm", "k", "bound") for key, _ in columns)
+    emit(
+        "uldp account",
+        columns,
+        rows,
+        fmt,
+        assumptions=assumptions,
+        document=document,
+        notes=notes,
+        labels=labels,
+    )
 
 
 def account(plans: list[Plan], **options) -> list[Guarantee]:
@@ -175,13 +213,16 @@ def account(plans: list[Plan], **options) -> list[Guarantee]:
 
 def _noted(r: Guarantee) -> Guarantee:
     """`r`, with a note saying what an epsilon of 0 means unless it already has one (the
-    notes below the table say more: `zero_epsilon_note`), and, for an algorithm accounted as
-    another (a `-w` variant), which one (the notes say why: `accounted_as_note`)."""
+    notes below the table say more: `zero_epsilon_note`), for an algorithm accounted as
+    another (a `-w` variant), which one (the notes say why: `accounted_as_note`), and, for
+    uldp-group, which k is its user level (the others are record or group level)."""
     if r.epsilon == 0 and not r.note:
         r = replace(r, note="0: delta is that large (see the notes)")
     base = accounted_as(r.algorithm)
     if base is not None:
         r = replace(r, note="; ".join(n for n in (r.note, f"accounted as {base}") if n))
+    if r.level == "user" and r.k is not None:  # ULDP-GROUP-k: a user is its k records (Theorem 2)
+        r = replace(r, note="; ".join(n for n in (r.note, f"user level: {r.k} records") if n))
     return r
 
 

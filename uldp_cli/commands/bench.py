@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import statistics
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -14,6 +18,9 @@ from ..errors import library_errors
 from ..options import Interval, OutputFile, PositiveInt, comma_list_option, format_option
 from ..progress import progress_bar
 from ..render import emit
+
+if TYPE_CHECKING:  # the crypto extra is imported only when the command runs
+    from uldp.crypto.protocol.benchmark import BenchmarkRun
 
 # Short headers so that the table fits 80 columns; the assumptions block says what each means.
 COLUMNS = [
@@ -178,27 +185,25 @@ def protocol(
         for _d, u in grid:  # refuse an encoding the key cannot hold before any key is made
             chosen = default_n_max(key_bits, u, silos, precision) if n_max is None else n_max
             Encoding(precision=precision, n_max=chosen).check_capacity(2 ** (key_bits - 1), u, silos)
-        runs = []
-        steps = len(grid) * run_steps(silos, rounds, compare_straightforward)
-        with progress_bar(fmt, steps, "protocol") as update:
-            for d, u in grid:
-                runs.append(
-                    benchmark_run(
-                        params=d,
-                        users=u,
-                        silos=silos,
-                        key_bits=key_bits,
-                        rounds=rounds,
-                        test_keys=test_keys,
-                        precision=precision,
-                        n_max=n_max,
-                        compare_straightforward=compare_straightforward,
-                        workers=workers,
-                        progress=lambda text, d=d, u=u: update(
-                            advance=1, description=f"d={d} |U|={u}: {text}"
-                        ),
-                    )
-                )
+        runs = _timed_runs(
+            grid,
+            fmt,
+            key_bits=key_bits,
+            steps=run_steps(silos, rounds, compare_straightforward),
+            run=lambda d, u, progress: benchmark_run(
+                params=d,
+                users=u,
+                silos=silos,
+                key_bits=key_bits,
+                rounds=rounds,
+                test_keys=test_keys,
+                precision=precision,
+                n_max=n_max,
+                compare_straightforward=compare_straightforward,
+                workers=workers,
+                progress=progress,
+            ),
+        )
     documents = [_document(run) for run in runs]
     # The table rounds to milliseconds so that it fits a terminal; JSON and CSV keep every digit.
     rows = [{**doc, **doc["seconds"]} for doc in documents]
@@ -243,10 +248,75 @@ def protocol(
         assumptions=assumptions,
         document={"command": "bench protocol", "runs": documents, "assumptions": assumptions, "notes": notes},
         notes=notes,
+        labels=2,  # d and users name a run
     )
     failed = [f"d={r.params} |U|={r.users}" for r in runs if not r.verified]
     if failed:
         raise click.ClickException(f"verification failed for {', '.join(failed)}")
+
+
+def _timed_runs(
+    grid: list[tuple[int, int]],
+    fmt: str,
+    *,
+    key_bits: int,
+    steps: int,
+    run: Callable[[int, int, Callable[[str], None]], BenchmarkRun],
+) -> list[BenchmarkRun]:
+    """`run(d, u, progress)` for each (d, |U|) cell of the grid, saying what it is doing as it goes.
+
+    A table's reader sees a bar on a terminal and, elsewhere (a log, a pipe), lines on stderr: a
+    cell's start, each of its rounds when there are several, and its end with the time it took
+    and an estimate of what is left; JSON and CSV stay silent. A cell costs a fixed setup (keys,
+    blinded histograms) plus work in proportion to d |U| (round (b) raises one value per user and
+    coordinate), so the estimate scales the finished cells' two parts to the cells still to run.
+    """
+    from rich.console import Console
+
+    lines = fmt == "table" and not Console(stderr=True).is_terminal
+    runs: list[BenchmarkRun] = []
+    fixed: list[float] = []
+    per_unit: list[float] = []
+    with progress_bar(fmt, len(grid) * steps, "protocol") as bar:
+        for index, (d, u) in enumerate(grid, 1):
+            cell = f"d={d} |U|={u}"
+            said = [""]
+
+            def progress(text: str, cell: str = cell, said: list[str] = said) -> None:
+                bar(advance=1, description=f"{cell}: {text}")
+                # A line per round only when there are several: the cell's lines frame one.
+                if lines and text.startswith("round") and not text.endswith("/1") and text != said[0]:
+                    said[0] = text
+                    click.echo(f"bench protocol: {cell}: {text} done", err=True)
+
+            if lines:
+                click.echo(
+                    f"bench protocol: cell {index}/{len(grid)}, {cell}: setup ({key_bits}-bit "
+                    "Paillier key, DH keys, blinded histograms) and rounds",
+                    err=True,
+                )
+            start = time.perf_counter()
+            result = run(d, u, progress)
+            elapsed = time.perf_counter() - start
+            runs.append(result)
+            setup = result.seconds["key_exchange"] + result.seconds["blinded_histograms"]
+            fixed.append(setup)
+            per_unit.append(max(elapsed - setup, 0.0) / (d * u))
+            rest = grid[index:]
+            left = sum(statistics.mean(fixed) + statistics.mean(per_unit) * dd * uu for dd, uu in rest)
+            estimate = f"about {_duration(left)} left" if rest else ""
+            bar(status=estimate)
+            if lines:
+                click.echo(
+                    f"bench protocol: cell {index}/{len(grid)}, {cell}: done in {_duration(elapsed)}"
+                    + (f"; {estimate}" if rest else ""),
+                    err=True,
+                )
+    return runs
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def _document(run) -> dict:

@@ -61,7 +61,7 @@ CSV_FIELDS = [
 ]
 
 
-#: --participants, --min-weight-sum, --colluding: n and weight sums up to 1e6 participants a round.
+#: --silos-per-round, --min-weight-sum, --colluding: n and weight sums up to 1e6 participants a round.
 #: The worst-case dropout is found over one weight per participant (1e9 took 215 s and 23 GB).
 PARTICIPANTS_MAX = 10**6
 #: --examples, --n-max: example counts.
@@ -81,12 +81,13 @@ CLIP_MAX = 1e6
     help="Noise multiplier (z in the paper), in [1e-6, 1e6].",
 )
 @click.option(
-    "--user-q",
+    "--silo-q",
+    "user_q",
     cls=AliasedOption,
-    aliases=("--q",),
+    aliases=("--user-q", "--q"),
     type=Probability(),
     required=True,
-    help="User (participant) sampling rate per round, in (0, 1].",
+    help="Silo (participant) sampling rate q per round, in (0, 1].",
 )
 @comma_list_option(
     "--dropout",
@@ -112,10 +113,13 @@ CLIP_MAX = 1e6
     help="Epsilon budget(s), each in [1e-6, 1e6]: report the most rounds within each.",
 )
 @click.option(
-    "--participants",
+    "--silos-per-round",
+    "participants",
+    cls=AliasedOption,
+    aliases=("--participants",),
     type=PositiveInt(PARTICIPANTS_MAX),
     default=None,
-    help="Participants sampled per round, all of weight 1 (n in the paper), in [1, 1e6].",
+    help="Silos (participants) sampled per round, all of weight 1 (n in the paper), in [1, 1e6].",
 )
 @comma_list_option(
     "--examples",
@@ -165,6 +169,13 @@ CLIP_MAX = 1e6
     default=None,
     help="Draw the released model's epsilon against rounds, with and without dropouts, to this PNG.",
 )
+@click.option(
+    "--verbose",
+    is_flag=True,
+    default=False,
+    help="Under the tables, print every assumption, not only the ones that matter first. For the "
+    "table only: --format json always has them all (csv has none), so there it changes nothing.",
+)
 @mechanism_flags(("rdp", "pld", "prv"))
 @format_option
 @config_option
@@ -182,6 +193,7 @@ def command(
     clip,
     paper,
     plot,
+    verbose,
     delta,
     accountant,
     conversion,
@@ -196,7 +208,7 @@ def command(
 
     \b
     The paper's Table 2 (50 of 5,000 users, z = sigma = 1, delta = 1e-5):
-      uldp dropout --sigma 1 --user-q 0.01 --dropout 0,0.1,0.3 --participants 50 \\
+      uldp dropout --sigma 1 --silo-q 0.01 --dropout 0,0.1,0.3 --silos-per-round 50 \\
         --rounds 1,10,100,1000,10000,100000 --epsilon 2,4,8
     """
     z, q = sigma, user_q  # the paper's names, used below
@@ -231,7 +243,7 @@ def command(
 
     known = participants is not None or bool(examples)
     calibration = [_calibration_entry(r, rd, z, clip, known) for r, rd in scenarios.items()]
-    assumptions = dropout_assumptions(
+    lines = dropout_assumptions(
         z,
         q,
         delta,
@@ -243,7 +255,8 @@ def command(
         n0=n0,
         clip=clip,
         coalition=coalition,
-    ).as_dict()
+    )
+    assumptions = lines.as_dict()
     notes = _notes(scenarios, n0)
     if any(value == 0 for row in results for key, value in row.items() if key.endswith("epsilon")):
         notes.append(zero_epsilon_note(delta))
@@ -258,7 +271,8 @@ def command(
         "notes": notes,
     }
     if fmt == "table":
-        _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptions, notes, coalition)
+        shown = lines.shown(verbose)
+        _emit_tables(results, limits, calibration, rounds, budgets, paper, shown, notes, coalition)
     elif fmt == "json":
         emit("uldp dropout", [], [], fmt, document=document)
     else:
@@ -279,7 +293,7 @@ def _plot(path, z, q, delta, scenarios, rounds, budgets, limits, ours) -> None:
         reached = [e["max_rounds"] for e in limits if e["max_rounds"]]
         largest = max(10, int(1.5 * max(reached))) if reached else 10
     label = "exact Gaussian (q = 1)" if q >= 1 else accounting_label(**ours)
-    title = f"uldp dropout: sigma = {z:g}, user-q = {q:g}, delta = {delta:g}; {label}"
+    title = f"uldp dropout: sigma = {z:g}, silo-q = {q:g}, delta = {delta:g}; {label}"
     draw_dropout_plot(
         path,
         z,
@@ -295,7 +309,7 @@ def _plot(path, z, q, delta, scenarios, rounds, budgets, limits, ours) -> None:
 
 def _check_coalition(coalition: float, scenarios: dict[float, DropoutRound], participants, examples) -> None:
     if participants is None and not examples:
-        raise click.UsageError("--colluding needs the participants: give --participants or --examples")
+        raise click.UsageError("--colluding needs the participants: give --silos-per-round or --examples")
     for dropout, rd in scenarios.items():
         if coalition >= rd.alive_weight_sum:
             raise click.BadParameter(
@@ -307,7 +321,9 @@ def _check_coalition(coalition: float, scenarios: dict[float, DropoutRound], par
 
 def _scenario(dropout: float, participants, examples, n_max, n0) -> DropoutRound:
     if participants is not None and examples:
-        raise click.UsageError("give --participants (all of weight 1) or --examples with --n-max, not both")
+        raise click.UsageError(
+            "give --silos-per-round (all of weight 1) or --examples with --n-max, not both"
+        )
     if examples and n_max is None:
         raise click.UsageError("--examples needs --n-max (w_i = min(n_i / n_max, 1))")
     if n_max is not None and not examples:
@@ -315,7 +331,7 @@ def _scenario(dropout: float, participants, examples, n_max, n0) -> DropoutRound
     if participants is None and not examples:
         if n0 is not None:
             raise click.UsageError(
-                "--min-weight-sum needs the participants: give --participants or --examples"
+                "--min-weight-sum needs the participants: give --silos-per-round or --examples"
             )
         return rate_only_round(dropout)
     weights = participant_weights(examples, n_max) if examples else [1.0] * participants
@@ -369,11 +385,11 @@ def _emit_tables(results, limits, calibration, rounds, budgets, paper, assumptio
     if rounds:
         rows = _pivot(results, which, 1, "paper_epsilon", "rounds", coalition)
         columns = leading + [(f"rounds{t}", f"T={t:g}") for t in rounds]
-        emit("uldp dropout: epsilon after T rounds", columns, rows, "table")
+        emit("uldp dropout: epsilon after T rounds", columns, rows, "table", labels=len(leading))
     if budgets:
         rows = _pivot(limits, which, 2, "paper_max_rounds", "budget", coalition)
         columns = leading + [(f"budget{b}", f"eps <= {b:g}") for b in budgets]
-        emit("uldp dropout: most rounds within budget", columns, rows, "table")
+        emit("uldp dropout: most rounds within budget", columns, rows, "table", labels=len(leading))
     columns = [
         ("dropout", "dropout"),
         ("alive_fraction", "n'/n"),

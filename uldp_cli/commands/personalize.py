@@ -14,6 +14,7 @@ from uldp.accountants.conversion import CONVERSIONS
 from uldp.accountants.personalized.budgets import DISTRIBUTIONS, describe, sample_budgets
 from uldp.accountants.personalized.rate_search import BISECT_TOLERANCE, fit_scf
 from uldp.accountants.personalized.record_rates import (
+    CAP_BUDGET_RTOL,
     DEFAULT_Q_MIN,
     INFEASIBLE,
     METHODS,
@@ -366,9 +367,9 @@ def command(
         )
     with library_errors(), status(fmt, "personalizing") as update:
         calibration = None
+        largest = float(budgets.values.max())
         if calibrate_sigma:
             update("calibrating sigma")
-            largest = float(budgets.values.max())
             calibration = (
                 calibrate_user_sigma(largest, rounds, delta, q_cap, conversion)
                 if level == "user"
@@ -388,6 +389,7 @@ def command(
                     q_cap=q_cap,
                     infeasible=infeasible,
                     tolerance=tolerance,
+                    cap_budget=_spent_exactly(calibration, largest),
                 )
             )
         chosen = results[0]
@@ -441,6 +443,15 @@ def _refuse_record_options(ctx: click.Context) -> None:
             f"every silo); leave {'them' if len(given) > 1 else 'it'} out",
             param_hint=", ".join(f"'{flag}'" for flag in given),
         )
+
+
+def _spent_exactly(calibration, largest: float) -> float | None:
+    """The budget sigma was calibrated to spend at q_cap, for `personalize` to mark spent
+    exactly; None without a calibration, or where it stopped short of the budget (at the end of
+    its sigma range: that budget is left unspent, capped)."""
+    if calibration is None or largest > calibration.epsilon * (1 + CAP_BUDGET_RTOL):
+        return None
+    return largest
 
 
 def _refuse_large_bisect(values: np.ndarray, compare: bool) -> None:

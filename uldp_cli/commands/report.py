@@ -33,6 +33,7 @@ from ..accounting_options import (
     plan_reads,
     refuse_unread_rdp_options,
     refuse_unused,
+    uldp_group_k,
 )
 from ..accounting_options import orders_option as orders_opt
 from ..config import config_option
@@ -197,7 +198,12 @@ def command(
     source = _sources(run, opacus, dataset_size, sigma)
     methods = expand_methods(methods)
     accountants = list(dict.fromkeys(accountants))
-    check_group_sizes([*ks, max_examples_per_user or 1], methods)
+    if source != "plan" and flags["group_k"] is not None:
+        raise click.BadParameter(
+            "is ULDP-GROUP-k's k: give it with --algo uldp-group", param_hint="'--group-k'"
+        )
+    group_k, ks = uldp_group_k(click.get_current_context(), ks, flags.pop("group_k"))
+    check_group_sizes([*ks, group_k, max_examples_per_user or 1], methods)
     if max_examples_per_user is not None and source not in ("dp-sgd", "opacus"):
         raise click.BadParameter(
             "applies to a DP-SGD description or --opacus", param_hint="'--max-examples-per-user'"
@@ -211,15 +217,16 @@ def command(
     with library_errors():
         plan = None
         if source == "plan":
-            refuse_unused(click.get_current_context(), [algo], group=any(k > 1 for k in ks))
+            refuse_unused(click.get_current_context(), [algo], group=any(k > 1 for k in [*ks, group_k]))
             plan = build_plan(
                 algo,
                 sigma=sigma,
                 q=q,
                 steps=steps,
                 **flags,
-                # ULDP-GROUP-k keeps k records per user: the largest --k, as in `uldp account`.
-                k=max(ks) if algo is not None and plan_reads(algo, "k") else None,
+                # ULDP-GROUP-k keeps k records per user: --group-k, else the largest --k, as in
+                # `uldp account`.
+                k=group_k if algo is not None and plan_reads(algo, "k") else None,
             )
         elif source == "dp-sgd":
             # TF-Privacy's default microbatching: halving the multiplier is the safe side when unsaid.

@@ -66,12 +66,12 @@ GROUP_COLUMNS = [
 SUBJECT_FIELDS = ["subject", "members", "max_items", "local_epsilon", "federation_epsilon"]
 
 
-#: --members, --per-round, --subject-members: the items are spread over the members in arrays of
+#: --silos, --silos-per-round, --subject-silos: the items are spread over the members in arrays of
 #: N + 1 entries, and a federation of more than a million members is out of this tool's scope.
 MEMBERS_MAX = 10**6
 #: --local-steps: T mini-batches per round; R T steps are composed.
 LOCAL_STEPS_MAX = 10**6
-#: --k, --items-per-member, --subject-items: group sizes (a subject's items at a member); the
+#: --k, --items-per-silo, --subject-items: group sizes (a subject's items at a member); the
 #: group bound at 2^20 items is already far beyond any meaningful epsilon.
 ITEMS_MAX = 2**20
 #: --alpha: the power distribution x^alpha; outside [1e-3, 1e3] every item lands on one member.
@@ -80,14 +80,22 @@ ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
 
 @click.command("subject")
 @click.option(
-    "--members",
+    "--silos",
     "n_members",
+    cls=AliasedOption,
+    aliases=("--members",),
     type=PositiveInt(MEMBERS_MAX),
     required=True,
-    help="Federation members N, in [1, 1e6].",
+    help="Silos N of the federation (Marathe & Kanani's members), in [1, 1e6].",
 )
 @click.option(
-    "--per-round", type=PositiveInt(MEMBERS_MAX), required=True, help="Members s selected per round (s <= N)."
+    "--silos-per-round",
+    "per_round",
+    cls=AliasedOption,
+    aliases=("--per-round",),
+    type=PositiveInt(MEMBERS_MAX),
+    required=True,
+    help="Silos s selected per round (s <= N).",
 )
 @click.option("--rounds", type=PositiveInt(COUNT_MAX), required=True, help="Training rounds R, in [1, 1e12].")
 @click.option(
@@ -137,17 +145,23 @@ ALPHA_MIN, ALPHA_MAX = 1e-3, 1e3
     help="LocalGroupDP group sizes Z (most items of one subject at a member), each in [1, 2^20].",
 )
 @click.option(
-    "--subject-members",
+    "--subject-silos",
+    "subject_members",
+    cls=AliasedOption,
+    aliases=("--subject-members",),
     type=PositiveInt(MEMBERS_MAX),
     default=None,
-    help="Members holding the subject's items (default N: every member, one item each), <= N.",
+    help="Silos holding the subject's items (default N: every member, one item each), <= N.",
 )
 @click.option(
-    "--items-per-member",
+    "--items-per-silo",
+    "items_per_member",
+    cls=AliasedOption,
+    aliases=("--items-per-member",),
     type=PositiveInt(ITEMS_MAX),
     default=1,
     show_default=True,
-    help="Items of the subject at each member holding it, in [1, 2^20].",
+    help="Items of the subject at each silo holding it, in [1, 2^20].",
 )
 @click.option(
     "--subject-items",
@@ -210,14 +224,14 @@ def command(
     """Subject-level epsilon of one member and of the whole federation (horizontal composition).
 
     \b
-      uldp subject --members 16 --per-round 16 --rounds 100 --local-steps 10 --record-q 0.01 --sigma 1
+      uldp subject --silos 16 --silos-per-round 16 --rounds 100 --local-steps 10 --record-q 0.01 --sigma 1
       uldp subject ... --epsilon 4 --k 1,2,3,4                # most rounds, LocalGroupDP sigma_Z
       uldp subject ... --holdings items.csv                   # subjects as actually held
       uldp subject ... --algo userldp                         # UserLDP's mechanism, and its LDP
     """
     if per_round > n_members:
         raise click.BadParameter(
-            f"{per_round} is more than --members {n_members}", param_hint="'--per-round'"
+            f"{per_round} is more than --silos {n_members}", param_hint="'--silos-per-round'"
         )
     if group_sizes and budget is None:
         raise click.UsageError("--k needs --epsilon (LocalGroupDP's target E)")
@@ -407,13 +421,9 @@ def _holdings(
     """Subject id -> item counts at the members holding it (one hypothetical subject unless --holdings)."""
     spread = subject_items is not None
     if holdings is not None and (spread or subject_members is not None):
-        raise click.UsageError(
-            "--holdings gives every subject's members; drop --subject-members/--subject-items"
-        )
+        raise click.UsageError("--holdings gives every subject's silos; drop --subject-silos/--subject-items")
     if spread and subject_members is not None:
-        raise click.UsageError(
-            "give --subject-members (with --items-per-member) or --subject-items, not both"
-        )
+        raise click.UsageError("give --subject-silos (with --items-per-silo) or --subject-items, not both")
     if not spread and (alpha is not None or distribution != "uniform"):
         raise click.UsageError("--distribution and --alpha spread --subject-items; give --subject-items")
     if distribution == "power" and alpha is None:
@@ -422,12 +432,12 @@ def _holdings(
         raise click.UsageError("--alpha applies to --distribution power only")
     if items_per_member != 1 and (holdings is not None or spread):
         raise click.UsageError(
-            "--items-per-member goes with --subject-members; --holdings and "
-            "--subject-items give the items per member themselves"
+            "--items-per-silo goes with --subject-silos; --holdings and "
+            "--subject-items give the items per silo themselves"
         )
     if subject_members is not None and subject_members > n_members:
         raise click.BadParameter(
-            f"{subject_members} is more than --members {n_members}", param_hint="'--subject-members'"
+            f"{subject_members} is more than --silos {n_members}", param_hint="'--subject-silos'"
         )
     if holdings is not None:
         with library_errors():
@@ -435,7 +445,7 @@ def _holdings(
         members = {len(h) for h in found.values()}
         if max(members) > n_members:
             raise click.BadParameter(
-                f"a subject is held by {max(members)} members, more than --members {n_members}",
+                f"a subject is held by {max(members)} silos, more than --silos {n_members}",
                 param_hint="'--holdings'",
             )
         return found

@@ -42,7 +42,7 @@ def command(**options: Any) -> None:
       uldp train --algo uldp-group --group-k median --dataset heart-disease --plot run.png
       uldp train --algo uldp-avg --data-path my.csv --user-column patient --label-column y
       uldp train --algo rpdp --dataset heart-disease --distribution three-levels --local-steps 10
-      uldp train --algo dp-fedavg-robust --dataset mnist --silos 500 --user-q 0.1 --dropout 0.1
+      uldp train --algo dp-fedavg-robust --dataset mnist --silos 500 --silo-q 0.1 --dropout 0.1
       uldp train --algo higradavgdp --dataset mnist --silos 16 --epsilon 4 --local-steps 10
     """
     personal = check_options(click.get_current_context(), options)

@@ -7,8 +7,10 @@ from typing import Any
 
 import click
 
+from ...aliases import warn_old_spelling
+from ...config import CONFIG_PATH
 from ...option_groups import OptionGroup
-from ...options import IntegerIn, Interval, PositiveFloat, PositiveInt
+from ...options import IntegerIn, Interval, PositiveFloat, PositiveInt, given_source
 from ...render import format_cell
 from .family import Column, Family
 from .options import MAX_BATCH, MAX_SILOS, MAX_USERS
@@ -68,13 +70,49 @@ OPTIONS = OptionGroup.of(
 
 
 def check_dropouts(ctx: click.Context, options: dict[str, Any]) -> None:
-    """One source of dropouts; secure aggregation's threshold only with --secure."""
+    """One source of dropouts; secure aggregation's threshold only with --secure; the silos'
+    sampling rate (`silo_rate`)."""
+    silo_rate(ctx, options)
     if options["dropout"] is not None and options["dropout_schedule"] is not None:
         raise click.UsageError("give --dropout RATE or --dropout-schedule FILE, not both")
     if options["threshold"] is not None and not options["secure"]:
         raise click.UsageError(
             "--threshold sets secure aggregation's k, which only --secure runs; add --secure"
         )
+
+
+def silo_rate(ctx: click.Context, options: dict[str, Any]) -> None:
+    """dp-fedavg-robust's participants are the silos (Baek et al. Algorithm 2 line 11, the server
+    Poisson-samples them), so their rate is --silo-q, as rPDP-FL's; the trainer reads it as
+    `TrainConfig.user_q`, the rate of whoever a round samples. --user-q, its spelling before
+    issue 34, still works there with the old-spelling warning (a config file keeps working).
+    The command line overrides a --config file, as for every option: `user_q:` in the file with
+    --silo-q on the command line (or the reverse) is the command line's value. Both from the same
+    place are refused."""
+    from uldp.trainers.algorithms import get_algorithm
+
+    if not get_algorithm(options["algo"]).observed:
+        return
+    user_source, silo_source = given_source(ctx, "user_q"), given_source(ctx, "silo_q")
+    from_file = click.core.ParameterSource.DEFAULT_MAP
+    if user_source is not None and silo_source is not None:
+        if (user_source is from_file) == (silo_source is from_file):
+            raise click.UsageError(
+                f"give --silo-q or --user-q, not both ({options['algo']} samples silos: --silo-q)", ctx
+            )
+        if user_source is from_file:  # the command line's --silo-q wins
+            user_source = None
+        else:  # the command line's --user-q wins over the file's silo_q
+            silo_source = None
+    if user_source is not None:
+        if user_source is from_file:
+            # As config.py words an old key (it cannot: user_q is current for the other algorithms).
+            warn_old_spelling(f"{ctx.meta.get(CONFIG_PATH, '--config')}: key 'user_q'", "'silo-q'")
+        else:
+            warn_old_spelling("--user-q", "--silo-q")
+    elif silo_source is not None:
+        options["user_q"] = options["silo_q"]
+    options["silo_q"] = None  # TrainConfig.silo_q is rPDP-FL's
 
 
 def dropout_settings(options: dict[str, Any]) -> dict[str, Any]:

@@ -248,6 +248,14 @@ PRIVACY = OptionGroup.of(
         show_default=True,
         help="User-level Poisson sampling rate per round (Algorithm 4), in [1e-6, 1].",
     ),
+    # Under the common heading: two families read it (rPDP-FL's clients, Baek et al.'s participants).
+    click.option(
+        "--silo-q",
+        type=Interval(MIN_USER_Q, 1.0, low_open=False, high_open=False),
+        default=None,
+        help="Silo-level Poisson sampling rate per round, in [1e-6, 1] (default: 1): rpdp/unidp's "
+        "lambda (rPDP-FL), dp-fedavg-robust's q (Baek et al., the silos are its participants).",
+    ),
     click.option(
         "--group-k",
         type=GroupK(),

@@ -67,6 +67,7 @@ def render(
         f"silos, model {summary['model']} ({summary['parameters']} parameters)",
         _settings(summary, defaulted),
         *family.notes(summary, result.history),
+        *_startup_note(summary),
     ]
     if fmt == "table":
         step = every or -(-len(rows) // MAX_TABLE_ROWS)
@@ -88,6 +89,14 @@ def render(
         document=document,
         notes=notes,
     )
+
+
+def _startup_note(summary: dict) -> list[str]:
+    """On Flower: the engine's start-up (Ray, the silos' ClientApps, Protocol 1's keys under
+    --secure), which the rounds' elapsed seconds leave out."""
+    if summary.get("startup_s") is None:
+        return []
+    return [f"engine start-up: {summary['startup_s']:.1f} s before round 1, not counted in elapsed s"]
 
 
 def _settings(summary: dict, defaulted: list[str]) -> str:

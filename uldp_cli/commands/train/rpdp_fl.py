@@ -7,10 +7,8 @@ import click
 
 from ...aliases import AliasedOption
 from ...option_groups import OptionGroup
-from ...options import Interval
 from ...render import format_cell
 from .family import Column, Family
-from .options import MIN_USER_Q
 from .render import sampling_notes, user_epsilon_columns
 
 #: uldp.accountants.personalized.budgets.DISTRIBUTIONS, repeated so that parsing does not import
@@ -51,12 +49,6 @@ OPTIONS = OptionGroup.of(
         default=None,
         help="rpdp/unidp/default: the column holding each record's budget (> 0): of --epsilon-csv "
         "(default: epsilon), else of your own table (--data-path with --user-column).",
-    ),
-    click.option(
-        "--silo-q",
-        type=Interval(MIN_USER_Q, 1.0, low_open=False, high_open=False),
-        default=None,
-        help="rpdp/unidp: Poisson sampling rate lambda of a silo per round, in [1e-6, 1] (default: 1).",
     ),
     click.option(
         "--threat-model",

@@ -11,7 +11,7 @@ import click
 from uldp.trainers.defaults import train_defaults
 
 from ...locks import output_locks
-from ...progress import round_progress
+from ...progress import round_progress, stage
 from ...render import format_cell
 from .dropouts import dropout_settings
 from .family import Family
@@ -122,16 +122,50 @@ def train_config(algo: str, rounds: int, chosen: dict, *, loop: bool, local_step
 
 
 def start(options: dict[str, Any]) -> None:
-    """torch's threads; the Flower extra, checked before the data load so a missing one is said
-    at once. torch is imported here, not at the top: `uldp train --help` stays fast."""
-    import torch
+    """torch's threads; the Flower extra, checked before the data load so a missing (or broken)
+    one is said at once. torch is imported here, not at the top: `uldp train --help` stays fast.
+    Under --engine flower the imports take seconds, so the run's first stage says so."""
+    from uldp.trainers.flower.deployment import current_grid
 
-    from uldp.trainers.threads import free_cpus
+    flower = options["engine"] == "flower"
+    # In process the imports pass unremarked; in a deployment's ServerApp Flower is loaded already.
+    fmt = options["fmt"] if flower and current_grid() is None else "json"
+    with stage(fmt, progress_label(options["algo"], _data_name(options)), "loading Flower and Ray..."):
+        import torch
 
-    torch.set_num_threads(options["threads"] or free_cpus())
-    if options["engine"] == "flower":
+        from uldp.trainers.threads import free_cpus
+
+        torch.set_num_threads(options["threads"] or free_cpus())
+        if flower:
+            _import_flower()
+
+
+def _import_flower() -> None:
+    """Flower's simulation and Ray; a broken install (a binary that does not load, or one of
+    their own modules missing) is the environment's failure, not the missing extra."""
+    from uldp.trainers.flower.ray_session import IMPORT_FAILED, engine_failure
+
+    try:
         import flwr.simulation  # noqa: F401
         import ray  # noqa: F401
+    except ModuleNotFoundError as error:
+        if (error.name or "").startswith(("ray.", "flwr.")):  # installed, but incomplete
+            raise engine_failure(IMPORT_FAILED, error) from error
+        raise  # the missing 'flower' extra: named with its install line (uldp.cli.errors)
+    except ImportError as error:  # installed but broken: the environment's, not a bug
+        raise engine_failure(IMPORT_FAILED, error) from error
+
+
+def _data_name(options: dict[str, Any]) -> str:
+    """The data's name before it is loaded, as `data.name` will give it."""
+    if options["user_column"] is not None:
+        return Path(options["data_path"]).name
+    return str(options["dataset"])
+
+
+def progress_label(algo: str, data_name: str) -> str:
+    """What the progress lines begin with: the run."""
+    return f"{algo} on {data_name}"
 
 
 def prepare(options: dict[str, Any], chosen: dict[str, Any], family: Family, personal: bool):
@@ -215,7 +249,10 @@ def run_rounds(data, cfg, options: dict[str, Any], chosen: dict[str, Any], last:
         "--checkpoint": None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT_FILE,
         "--metrics": o["metrics_path"],
     }
-    with output_locks(locked), round_progress(o["fmt"], rounds, f"{o['algo']} on {data.name}") as update:
+    with (
+        output_locks(locked),
+        round_progress(o["fmt"], rounds, progress_label(o["algo"], data.name)) as update,
+    ):
         return train(
             data,
             cfg,
@@ -227,6 +264,7 @@ def run_rounds(data, cfg, options: dict[str, Any], chosen: dict[str, Any], last:
             overwrite=o["overwrite"],
             on_round=on_round,
             engine=o["engine"],
+            on_stage=update.stage,
         )
 
 
