@@ -8,8 +8,8 @@ by parsing README.md, so a command added there must be classified here (`HOW`) o
 * quick ones run as written on every test run, in-process, in a scratch folder where `examples/`
   is the repository's (the README's paths are relative to the checkout);
 * long ones (training, 3072-bit Paillier, Ray) run as written, in a subprocess, only with
-  ULDP_DOC_SLOW=1 (as test_docs.py's slow blocks), with the time they took on the 2-core
-  development machine in the reason; their code paths are exercised at a small size elsewhere
+  ULDP_DOC_SLOW=1 (as test_docs.py's slow blocks), with the time they took on a quiet 2-core
+  machine in the reason; their code paths are exercised at a small size elsewhere
   on every run (named in `HOW`);
 * mentions (`uldp report`, `uldp train --algo dp-fedavg-robust` before its full command) are
   names, not commands, and are listed as such.
@@ -37,40 +37,40 @@ QUICK = "quick"
 MENTION = "mention"
 
 #: (a command's beginning, how it is tested): the first matching beginning wins. A long command's
-#: entry is the reason it runs only with ULDP_DOC_SLOW=1, with its time (2 loaded cores).
+#: entry is the reason it runs only with ULDP_DOC_SLOW=1, with its time (a quiet 2-core machine).
 HOW: tuple[tuple[str, str], ...] = (
     ("uldp account --algo uldp-avg --sigma 5", QUICK),
     ("uldp calibrate --epsilon 3", QUICK),
     ("uldp personalize --epsilon-csv examples/budgets.csv", QUICK),
     (
         "uldp dropout --sigma 1",
-        "7 s (1,000 rounds at 3 dropout rates, calibrated and not); "
+        "2 s (1,000 rounds at 3 dropout rates, calibrated and not); "
         "tests/cli/test_dropout_cli.py runs the same tables at small sizes",
     ),
     (
         "uldp subject --",
-        "8 s (100 rounds, the federation's composition); tests/cli/test_subject_cli.py runs it small",
+        "1 s (100 rounds, the federation's composition); tests/cli/test_subject_cli.py runs it small",
     ),
     (
         "uldp report --sigma 5 --q 0.01 --steps 100000",
-        "35 s (1e5 steps by RDP, PLD and PRV, and the group bounds); docs/report.md's blocks run "
+        "7 s (1e5 steps by RDP, PLD and PRV, and the group bounds); docs/report.md's blocks run "
         "the same statement",
     ),
     (
         "uldp report --run",
-        "18 s (a run's statement by three accountants); needs the training run before it",
+        "3 s (a run's statement by three accountants); needs the training run before it",
     ),
     (
         "uldp bench protocol --params 16,50,107",
         "about 5 min (9 cells of 3072-bit Paillier); tests/cli/test_bench_cli.py runs the same "
         "path with test keys, its progress lines and its signals",
     ),
-    ("uldp train --algo uldp-avg --dataset mnist", "50 s (a CNN on MNIST)"),
-    ("uldp train --algo rpdp", "35 s (rPDP-FL on heart-disease, 5 rounds)"),
-    ("uldp train --algo dp-fedavg-robust --dataset", "60 s (200 silos, Protocol 1 with dropouts)"),
-    ("uldp train --algo higradavgdp", "40 s (MNIST, 16 silos)"),
-    ("uldp train --algo uldp-avg --dataset heart-disease", "17 s (3 rounds); writes hd.jsonl"),
-    ("uldp audit --algo uldp-avg", "70 s (400 users, 200 canaries)"),
+    ("uldp train --algo uldp-avg --dataset mnist", "11 s (a CNN on MNIST)"),
+    ("uldp train --algo rpdp", "6 s (rPDP-FL on heart-disease, 5 rounds)"),
+    ("uldp train --algo dp-fedavg-robust --dataset", "10 s (200 silos, Protocol 1 with dropouts)"),
+    ("uldp train --algo higradavgdp", "8 s (MNIST, 16 silos)"),
+    ("uldp train --algo uldp-avg --dataset heart-disease", "5 s (3 rounds); writes hd.jsonl"),
+    ("uldp audit --algo uldp-avg", "6 s (400 users, 200 canaries)"),
     (
         "uldp train --algo uldp-avg-w --dataset heart-disease --rounds 2 --secure --engine flower",
         "about 2 min (starts Ray and a ClientApp per silo); tests/flower runs the engine",

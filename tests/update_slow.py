@@ -9,8 +9,12 @@ A test function is slow when its calls, set-ups and tear-downs, summed over its 
 take more than `--threshold` seconds once divided by `--load` (the measuring machine's slow-down
 against a quiet one: the load average over the cores, 1 when quiet). A module whose module-scoped
 fixture alone costs that much is listed whole, since leaving out only its first test would move
-the set-up to the next one. Every Flower test is slow (tests/flower starts Ray or a deployment).
-Entries kept by hand (a line ending in `# kept`) survive a rewrite.
+the set-up to the next one.
+
+Timings vary from run to run, so the list grows by default: the entries already there stay (a test
+slow in one measurement stays slow) unless `--replace` is given; lines ending in `# kept` (entries
+kept by hand) stay always. A listed test that no longer exists fails the collection
+(tests/conftest.py), so an entry for a renamed or removed test has to go by hand.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 LIST = Path(__file__).resolve().parent / "slow.txt"
 HEADER = """\
 # Tests that `pytest -m "not slow"` leaves out (tests/conftest.py marks them): each one, summed over
-# its parametrisations, took over {threshold:g} s on a quiet 2-core machine.
+# its parametrisations, took over {threshold:g} s on a quiet 2-core machine in a measured run.
 # An entry is `path::function` (every parametrisation) or a whole `path`. An entry that names no
 # test of a collected module fails the collection, so a renamed test cannot silently turn fast.
 # Regenerate with tests/update_slow.py (its docstring says how); lines ending in `# kept` stay.
@@ -54,13 +58,21 @@ def main() -> None:
     parser.add_argument("durations", type=Path, help="pytest --durations=0 output")
     parser.add_argument("--threshold", type=float, default=1.5, help="seconds on a quiet machine")
     parser.add_argument("--load", type=float, default=1.0, help="slow-down of the measuring machine")
+    parser.add_argument("--replace", action="store_true", help="drop the entries not measured slow now")
     args = parser.parse_args()
-    kept = (
-        [line for line in LIST.read_text().splitlines() if line.endswith("# kept")] if LIST.exists() else []
-    )
-    entries = slow_entries(args.durations.read_text(), args.threshold, args.load)
+    lines = LIST.read_text().splitlines() if LIST.exists() else []
+    kept = [line for line in lines if line.endswith("# kept")]
+    entries = set(slow_entries(args.durations.read_text(), args.threshold, args.load))
+    if not args.replace:
+        entries |= {
+            line for line in lines if line and not line.startswith("#") and not line.endswith("# kept")
+        }
+    modules = {e for e in entries if "::" not in e}
     named = {line.split()[0] for line in kept}
-    body = kept + [e for e in entries if e not in named]
+    fresh = sorted(
+        e for e in entries if e not in named and ("::" not in e or e.split("::", 1)[0] not in modules)
+    )
+    body = kept + [e for e in fresh if "::" not in e] + [e for e in fresh if "::" in e]
     LIST.write_text(HEADER.format(threshold=args.threshold) + "\n".join(body) + "\n")
     print(f"{len(body)} entries written to {LIST}")
 

@@ -59,10 +59,25 @@ def synthetic_inputs(silos: int, users: int, d: int, seed: int = 0):
     """Counts n_{s,u} in [1, 20] (every user in every silo: the costliest case), clipped deltas
     in [-1, 1] and Gaussian noise shares."""
     rng = np.random.default_rng(seed)
-    counts = rng.integers(1, 21, size=(silos, users))
+    counts = _synthetic_counts(rng, silos, users)
     deltas = [np.clip(rng.normal(scale=0.1, size=(users, d)), -1.0, 1.0) for _ in range(silos)]
     noise = [rng.normal(scale=0.5, size=d) for _ in range(silos)]
     return counts, deltas, noise
+
+
+def _synthetic_counts(rng: np.random.Generator, silos: int, users: int) -> np.ndarray:
+    return rng.integers(1, 21, size=(silos, users))
+
+
+def check_synthetic_counts(silos: int, users: int, encoding: Encoding, seed: int = 0) -> None:
+    """`InvalidParameter` if `synthetic_inputs`' counts break `encoding`'s N_max, as Protocol 1's
+    setup would find (each n_{s,u}, each user's N_u): said before any key is made or any progress
+    is shown, so that a bad --n-max is one error line."""
+    counts = _synthetic_counts(np.random.default_rng(seed), silos, users)
+    for (silo, user), count in np.ndenumerate(counts):
+        encoding.check_count(int(count), f"n_(s={silo},u={user})")
+    for user, total in enumerate(counts.sum(axis=0)):
+        encoding.check_count(int(total), f"N_u for user {user}")
 
 
 def default_n_max(key_bits: int, users: int, silos: int, precision: float) -> int:

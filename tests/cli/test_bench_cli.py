@@ -148,6 +148,9 @@ def test_a_signal_during_the_silo_phase_is_reported_once_and_ends_every_worker(
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,  # its own process group, as a shell job has
+        # A child inherits an ignored SIGINT (an xdist worker ignores it), and Python then leaves
+        # it ignored: the real default, as a shell gives its jobs.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     deadline = time.monotonic() + 60
     while len(_children(process.pid)) < 2:  # the silo phase's worker processes are up

@@ -162,7 +162,7 @@ def protocol(
     """
     from uldp.crypto.encoding import Encoding
     from uldp.crypto.paillier import check_key_bits
-    from uldp.crypto.protocol.benchmark import benchmark_run, default_n_max, run_steps
+    from uldp.crypto.protocol.benchmark import benchmark_run, check_synthetic_counts, default_n_max, run_steps
 
     if key_bits < 2048 and not test_keys:
         raise click.BadParameter(
@@ -184,7 +184,9 @@ def protocol(
     with library_errors():
         for _d, u in grid:  # refuse an encoding the key cannot hold before any key is made
             chosen = default_n_max(key_bits, u, silos, precision) if n_max is None else n_max
-            Encoding(precision=precision, n_max=chosen).check_capacity(2 ** (key_bits - 1), u, silos)
+            encoding = Encoding(precision=precision, n_max=chosen)
+            encoding.check_capacity(2 ** (key_bits - 1), u, silos)
+            check_synthetic_counts(silos, u, encoding)
         runs = _timed_runs(
             grid,
             fmt,
