@@ -33,8 +33,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     used: set[str] = set()
     modules = set()
     for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        function = item.nodeid.split("[", 1)[0]
+        # Under `--dist loadgroup` pytest-xdist may already have suffixed the id with "@group".
+        nodeid = item.nodeid
+        if nodeid.rfind("@") > nodeid.rfind("]"):
+            nodeid = nodeid.rsplit("@", 1)[0]
+        module = nodeid.split("::", 1)[0]
+        function = nodeid.split("[", 1)[0]
         modules.add(module)
         for entry in (module, function):
             if entry in entries:
