@@ -24,6 +24,13 @@ the output says so ("loop_scaled_from").
 
     python benchmarks/per_user_training.py                 # every setting, a table
     python benchmarks/per_user_training.py --model cnn --users 1000 --local-epochs 1 --format json
+
+A user's own model (issue 35): `--model FILE.py:factory` (or package.module:factory), trained on
+--dataset's data (MNIST at the paper's size by default) with --loss (default the task's loss),
+at --users (default 1,000) and --local-epochs (default 1); `--path` forces the batched path
+(default: the one `uldp train` takes, per_user.chosen_path), to compare them:
+
+    python benchmarks/per_user_training.py --model tests/trainers/own_models.py:residual_cnn
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from uldp.cli.machine import describe_machine  # noqa: E402
+from uldp.errors import InvalidParameter  # noqa: E402
 from uldp.trainers.algorithms import TrainConfig  # noqa: E402
 from uldp.trainers.algorithms.base import Context  # noqa: E402
 from uldp.trainers.algorithms.per_user_clipping import PerUserClipping  # noqa: E402
@@ -48,14 +56,17 @@ from uldp.trainers.data import load_dataset  # noqa: E402
 from uldp.trainers.data.mnist import load as load_mnist  # noqa: E402
 from uldp.trainers.data.pipeline import federate  # noqa: E402
 from uldp.trainers.models import build_model, default_model_name, loss_for, parameter_count  # noqa: E402
+from uldp.trainers.own_model import build_checked, resolve_model  # noqa: E402
 from uldp.trainers.per_user import (  # noqa: E402
     LocalTraining,
-    batched_path,
+    chosen_path,
     clip_rows,
     loop_user_deltas,
     loops_in_stacked,
+    set_path,
     user_deltas,
 )
+from uldp.trainers.references import is_reference  # noqa: E402
 from uldp.trainers.round_rngs import round_rngs  # noqa: E402
 from uldp.trainers.runner import build_silos  # noqa: E402
 
@@ -73,6 +84,8 @@ SETTINGS = [
     ("cnn", 10000, 5),
 ]
 DATASETS = {"mlp": "creditcard", "cnn": "mnist"}
+#: The built-in kind whose floor batch a data set's models take (a user's model on MNIST: the CNN's).
+KINDS = {dataset: kind for kind, dataset in DATASETS.items()}
 #: The floor's mini-batch size per model: on the 2-core CPU of docs/performance.md the CNN's plain
 #: steps cost the same per record from 64 to 256 records and 1.3-1.8x more at 512-2,048 (caches);
 #: the small MLP gains from larger batches.
@@ -107,17 +120,24 @@ def _load(dataset: str, users: int, data_path: str | None):
     )
 
 
-def _setup(dataset: str, users: int, data_path: str | None, device: str):
+def _setup(dataset: str, users: int, data_path: str | None, device: str, own=None, loss=None):
+    """The data, the model's name, the model, its parameters, the silos and the context; `own`:
+    a user's model (a reference), built and checked as `uldp train` builds it."""
     data = _load(dataset, users, data_path)
     torch.manual_seed(0)
-    name = default_model_name(data.name, data.task, data.feature_shape)
-    model = build_model(name, task=data.task, feature_shape=data.feature_shape, n_classes=data.n_classes).to(
-        device
-    )
+    if own is not None:
+        spec = resolve_model(own, data=data, loss=loss)
+        name, model, loss_fn = spec.name, build_checked(spec, data, device), spec.loss
+    else:
+        name = default_model_name(data.name, data.task, data.feature_shape)
+        model = build_model(
+            name, task=data.task, feature_shape=data.feature_shape, n_classes=data.n_classes
+        ).to(device)
+        loss_fn = loss_for(data.task)
     params = {k: v.detach() for k, v in model.named_parameters()}
     silos = build_silos(data, device)
     counts = data.user_silo_counts()
-    ctx = Context(model, loss_for(data.task), data.n_users, data.n_silos, parameter_count(model), counts)
+    ctx = Context(model, loss_fn, data.n_users, data.n_silos, parameter_count(model), counts)
     return data, name, model, params, silos, ctx
 
 
@@ -179,13 +199,20 @@ def _loop_subset_seconds(silos, params, ctx, training, fraction, rng):
     return seconds, worst, pairs
 
 
-def measure(model_kind, users, epochs, *, data_path, device, loop_budget, repeats) -> dict:
-    dataset = DATASETS[model_kind]
-    data, name, model, params, silos, ctx = _setup(dataset, users, data_path, device)
+def measure(
+    model_kind, users, epochs, *, data_path, device, loop_budget, repeats, dataset=None, loss=None, path=None
+) -> dict:
+    """One setting; `model_kind` a built-in kind (DATASETS) or a reference to a user's factory,
+    trained on `dataset` with `loss`; `path` forces the batched path (None: `chosen_path`)."""
+    own = model_kind if is_reference(model_kind) else None
+    dataset = dataset or DATASETS.get(model_kind, "mnist")
+    data, name, model, params, silos, ctx = _setup(dataset, users, data_path, device, own, loss)
     cfg = TrainConfig(algo="uldp-avg", rounds=1, local_epochs=epochs, lr=0.05, sigma=1.0)
     algo = PerUserClipping("uldp-avg")
-    path = batched_path(model, device)
-    floor_batch = CUDA_FLOOR_BATCH if device == "cuda" else FLOOR_BATCH[model_kind]
+    if path is not None:
+        set_path(model, ctx.loss_fn, path)
+    path = chosen_path(model, ctx.loss_fn, silos[0].x, silos[0].y)
+    floor_batch = CUDA_FLOOR_BATCH if device == "cuda" else FLOOR_BATCH[KINDS[dataset]]
     total_pairs = int((ctx.counts > 0).sum())
     # Warm-up: the first vmap call imports and traces (seconds, once per process).
     _round_seconds(algo, silos[:1], params, ctx, cfg)
@@ -242,9 +269,12 @@ def measure(model_kind, users, epochs, *, data_path, device, loop_budget, repeat
 
 def _settings(args) -> list[tuple[str, int, int]]:
     """--quick, or the settings --model / --users / --local-epochs pick (one alone when all three
-    are given, even a setting not in SETTINGS)."""
+    are given, even a setting not in SETTINGS); a user's model (a reference) alone, at --users
+    (1,000) and --local-epochs (1)."""
     if args.quick:
         return SETTINGS[:1]
+    if args.model and is_reference(args.model):
+        return [(args.model, args.users or 1000, args.local_epochs or 1)]
     if args.model and args.users and args.local_epochs:
         return [(args.model, args.users, args.local_epochs)]
     return [
@@ -254,10 +284,42 @@ def _settings(args) -> list[tuple[str, int, int]]:
     ]
 
 
+def _measure_all(args, settings) -> list[dict]:
+    return [
+        measure(
+            m,
+            u,
+            e,
+            data_path=args.data_path,
+            device=args.device,
+            loop_budget=args.loop_budget,
+            repeats=args.repeats,
+            dataset=None if m in DATASETS else args.dataset,
+            loss=args.loss,
+            path=args.path,
+        )
+        for m, u, e in settings
+    ]
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--format", choices=["table", "json"], default="table")
-    parser.add_argument("--model", choices=sorted(DATASETS), default=None, help="Only this model's settings.")
+    parser.add_argument(
+        "--model",
+        default=None,
+        help=f"Only this model's settings: {', '.join(sorted(DATASETS))}, or FILE.py:factory (your model).",
+    )
+    parser.add_argument(
+        "--dataset", choices=sorted(KINDS), default="mnist", help="A user's model's data (default mnist)."
+    )
+    parser.add_argument("--loss", default=None, help="A user's model's loss (default: the task's).")
+    parser.add_argument(
+        "--path",
+        choices=["vmap", "stacked", "loop"],
+        default=None,
+        help="Force the batched path (default: the one uldp train takes).",
+    )
     parser.add_argument("--users", type=int, default=None, help="Only settings with this many users.")
     parser.add_argument("--local-epochs", type=int, default=None, help="Only settings with these epochs.")
     parser.add_argument("--data-path", default=None, help="Kaggle creditcard.csv (default: stand-in)")
@@ -284,23 +346,19 @@ def main(argv=None) -> None:
         value = getattr(args, name)
         if value is not None and value < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1, got {value}")
+    if args.model is not None and args.model not in DATASETS and not is_reference(args.model):
+        parser.error(
+            f"--model must be {' or '.join(sorted(DATASETS))} or FILE.py:factory, got {args.model!r}"
+        )
     if args.threads:
         torch.set_num_threads(args.threads)
     settings = _settings(args)
     if not settings:
         parser.error("no setting matches --model, --users and --local-epochs: give all three to run one")
-    rows = [
-        measure(
-            m,
-            u,
-            e,
-            data_path=args.data_path,
-            device=args.device,
-            loop_budget=args.loop_budget,
-            repeats=args.repeats,
-        )
-        for m, u, e in settings
-    ]
+    try:
+        rows = _measure_all(args, settings)
+    except InvalidParameter as error:  # e.g. --path stacked for a model without a stacked version
+        parser.error(str(error))
     machine = {
         "machine": describe_machine(),
         "torch": torch.__version__,

@@ -70,6 +70,11 @@ HOW: tuple[tuple[str, str], ...] = (
     ("uldp train --algo dp-fedavg-robust --dataset", "10 s (200 silos, Protocol 1 with dropouts)"),
     ("uldp train --algo higradavgdp", "8 s (MNIST, 16 silos)"),
     ("uldp train --algo uldp-avg --dataset heart-disease", "5 s (3 rounds); writes hd.jsonl"),
+    (
+        "uldp train --algo uldp-avg --data examples/own_data.py:load",
+        "10 s (your own CNN on 1,200 images, 5 rounds); tests/test_library_training.py runs the same "
+        "references small",
+    ),
     ("uldp audit --algo uldp-avg", "6 s (400 users, 200 canaries)"),
     (
         "uldp train --algo uldp-avg-w --dataset heart-disease --rounds 2 --secure --engine flower",

@@ -269,12 +269,17 @@ def audit(
     model_name: str | None = None,
     device: str = "cpu",
     on_round: Callable[[dict], None] | None = None,
+    model: Any = None,
+    loss: Any = None,
 ) -> AuditResult:
     """Plant `canaries` canaries in `data`, train `cfg` once, score them, and bound epsilon.
 
     `data` carries per-record rates for the record-level algorithms (rpdp, unidp:
-    `rates.personalize_data`), as `uldp train` gives them."""
-    from .models import build_model, default_model_name, parameter_count
+    `rates.personalize_data`), as `uldp train` gives them. `model` and `loss` as `runner.train`
+    takes them (`own_model.resolve_model`; `model_name` its older name)."""
+    from .models import parameter_count
+    from .module_check import check_layers
+    from .own_model import resolve_model
 
     check_auditable(cfg.algo, cfg.fault, cfg.secure)
     if not 0 < confidence < 1:
@@ -285,17 +290,15 @@ def audit(
     planted, planted_canaries, canary_of_record = plant(
         data, m, records_each, layout, _inclusion_rng(cfg), record_rate
     )
-    name = model_name or default_model_name(data.name, data.task, data.feature_shape)
-    offset = parameter_count(
-        build_model(name, task=data.task, feature_shape=data.feature_shape, n_classes=data.n_classes)
-    )
+    spec = resolve_model(model if model is not None else model_name, data=data, loss=loss)
+    offset = parameter_count(check_layers(spec.factory()))
     silos = build_silos(planted, device)
     mark_silos(silos, planted, canary_of_record, offset)
     local = _AuditSilos(silos, planted.user_silo_counts(), planted_canaries.users)
     setup_s = time.perf_counter() - started
 
     started = time.perf_counter()
-    result = run(planted, local, cfg, model_name=name, device=device, on_round=on_round, canaries=m)
+    result = run(planted, local, cfg, model=spec, device=device, on_round=on_round, canaries=m)
     train_s = time.perf_counter() - started
 
     started = time.perf_counter()

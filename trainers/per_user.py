@@ -8,10 +8,17 @@ same deltas:
   structure, kept as the reference in tests;
 - `batched_user_deltas`: users with similar record counts are grouped (padding with masked
   records, so padding stays small) and trained together, one vectorised call per SGD step for
-  a whole group: through `torch.func` (`functional_call` + `grad` + `vmap`), or, for
-  convolutional models on CPU, through a copy of the model whose layers take one set of
+  a whole group: through `torch.func` (`functional_call` + `grad` + `vmap`), or, for the
+  built-in convolutional models on CPU, through a copy of the model whose layers take one set of
   weights per user, as ordinary and grouped convolutions and batched matrix products
   (trainers/stacked.py), users with large steps still looped.
+
+Which path a model takes (`chosen_path`) is decided once per (model, loss): by its layers
+(`batched_path`), then, for vmap, by trying two vmap steps on a tiny group; a model vmap cannot
+run (nn.GRU in torch 2.13, an operator without a batching rule, control flow on the data) takes
+the loop rather than failing. Under vmap each user draws its own randomness
+(`randomness="different"`): a user's dropout masks differ from the loop's, so the paths are
+compared on deterministic models.
 
 Mini-batches: each epoch orders a user's records by `order_keys[epoch]` (random numbers drawn
 by the caller, so both paths see the same order) and cuts them into batches of `batch_size`
@@ -23,6 +30,7 @@ user's model unchanged through them, exactly as if those steps did not exist.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -34,6 +42,7 @@ from torch.func import functional_call, grad, vmap
 from uldp.errors import InvalidParameter
 
 from .models import LossFn
+from .module_check import forked_rng, refuse_changed_buffer
 from .stacked import saved_floats_per_record, stackable, stacked_model
 
 # Memory knobs for one vectorised call: parameters copied per user, records stacked per call.
@@ -282,7 +291,12 @@ def grouped_user_deltas(
             for start in range(0, width, size):
                 cols = index[:, start : start + size]
                 mask = torch.as_tensor(cols >= 0, dtype=x.dtype, device=x.device)
-                flat = torch.as_tensor(np.where(cols >= 0, cols, 0), device=x.device)
+                # Padding repeats the user's own first record (masked): never another user's,
+                # so even a loss or model that let a masked record through saw only its own.
+                first = index[:, :1]
+                flat = torch.as_tensor(
+                    np.where(cols >= 0, cols, np.where(first >= 0, first, 0)), device=x.device
+                )
                 xb, yb = x[flat], y[flat]
                 if local is None:
                     grads = first_step(base, xb, yb, mask)
@@ -324,8 +338,12 @@ def _vmap_steps(model: nn.Module, loss_fn: LossFn) -> tuple[StepFn, StepFn]:
     def loss_of(p, xb, yb, mb):
         return loss_fn(functional_call(model, p, (xb,)), yb, mb)
 
-    # The first step starts every user at x_t: the parameters need not be copied per user.
-    return vmap(grad(loss_of), in_dims=(None, 0, 0, 0)), vmap(grad(loss_of))
+    # The first step starts every user at x_t: the parameters need not be copied per user. Each
+    # user draws its own randomness (dropout masks), as it would trained alone.
+    return (
+        vmap(grad(loss_of), in_dims=(None, 0, 0, 0), randomness="different"),
+        vmap(grad(loss_of), randomness="different"),
+    )
 
 
 def _stacked_steps(model: nn.Module, loss_fn: LossFn) -> tuple[StepFn, StepFn]:
@@ -381,18 +399,88 @@ def ranks_within_user(slot: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 def batched_path(model: nn.Module, device: torch.device | str) -> str:
-    """How `user_deltas(batched=True)` trains a silo's users: "vmap", "stacked" or "loop".
+    """How `user_deltas(batched=True)` would train a silo's users by the model's layers alone:
+    "vmap", "stacked" or "loop" (`chosen_path` also tries vmap on the model).
 
     Under vmap, per-user convolution weights become one grouped convolution, whose backward pass
-    on CPU is about 5x slower than the users' convolutions one by one (docs/performance.md); the
-    stacked-weights model (trainers/stacked.py) writes them as batched matrix products instead.
-    Convolutional models on CPU take that path where all their layers have a stacked version,
-    the loop where not; everything else, and every model on a GPU, takes vmap.
+    on CPU is slower than batched matrix products (docs/performance.md); the stacked-weights model
+    (trainers/stacked.py) writes them that way. The built-in convolutional models on CPU take
+    that path (`built_in_model`: its layers assume records first, which a user's forward need not
+    keep); every other model (a user's residual GroupNorm CNN: 3x faster than the loop,
+    docs/performance.md, issue 35), and every model on a GPU, takes vmap.
     """
     has_conv = any(isinstance(m, nn.modules.conv._ConvNd) for m in model.modules())
     if not has_conv or torch.device(device).type != "cpu":
         return "vmap"
-    return "stacked" if stackable(model) else "loop"
+    return "stacked" if stackable(model) and built_in_model(model) else "vmap"
+
+
+def built_in_model(model: nn.Module) -> bool:
+    """Whether `model` is one of trainers/models.py's (or one wrapped by the audit's canaries).
+
+    Only those may take the stacked path: it runs a group's records through one forward pass and
+    its layers assume records come first, which holds for the built-in forwards; a user's
+    forward may reorder dimensions or mix the batch, and vmap (one user per call) keeps every
+    user's records apart whatever the forward does."""
+    from . import models
+
+    # By module name: importing the canaries here would close an import circle through the
+    # algorithms package (canaries -> algorithms.base -> per_user).
+    inner = getattr(model, "inner", None)
+    if type(model).__module__ == f"{__package__}.canaries" and isinstance(inner, nn.Module):
+        model = inner
+    return type(model).__module__ == models.__name__
+
+
+# (model, loss) -> the path `chosen_path` decided: tried once per model and loss, i.e. per run.
+_PATHS: weakref.WeakKeyDictionary[nn.Module, dict[LossFn, str]] = weakref.WeakKeyDictionary()
+
+
+def chosen_path(model: nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor) -> str:
+    """The path `user_deltas(batched=True)` takes for `model` and `loss_fn`: `batched_path`'s,
+    except that vmap is first tried on a group of two users of two records (one first step and
+    one later step, `x[:2]`, `y[:2]`): a model vmap cannot run (an operator without a batching
+    rule, such as nn.GRU's in torch 2.13, or control flow on the data) takes the loop instead of
+    failing. Decided once per (model, loss) and remembered."""
+    known = _PATHS.setdefault(model, {})
+    if loss_fn not in known:
+        path = batched_path(model, x.device)
+        if path == "vmap" and len(x) == 0:
+            return path  # nothing to try it on (a silo without records): the next silo decides
+        if path == "vmap" and not vmap_runs(model, loss_fn, x, y):
+            path = "loop"
+        known[loss_fn] = path
+    return known[loss_fn]
+
+
+def set_path(model: nn.Module, loss_fn: LossFn, path: str) -> None:
+    """Make `chosen_path` answer `path` for (model, loss): for a caller that measured the paths
+    (benchmarks/per_user_training.py --path), or one that must compare them."""
+    if path not in ("vmap", "stacked", "loop"):
+        raise InvalidParameter(f"path must be vmap, stacked or loop, got {path!r}")
+    if path == "stacked" and not (stackable(model) and built_in_model(model)):
+        raise InvalidParameter(
+            f"path stacked is for the built-in models with a stacked version (trainers/stacked.py); "
+            f"{type(model).__name__} takes vmap or loop"
+        )
+    _PATHS.setdefault(model, {})[loss_fn] = path
+
+
+def vmap_runs(model: nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Tensor) -> bool:
+    """Whether the vmap path's two steps run on `model` (two users, up to two records each)."""
+    params = {k: v.detach() for k, v in model.named_parameters()}
+    first_step, step = _vmap_steps(model, loss_fn)
+    xb = x[:2].unsqueeze(0).expand(2, *x[:2].shape)
+    yb = y[:2].unsqueeze(0).expand(2, *y[:2].shape)
+    mask = torch.ones(yb.shape[:2], dtype=x.dtype, device=x.device)
+    try:
+        with forked_rng(x):
+            grads = first_step(params, xb, yb, mask)
+            local = {k: params[k] - grads[k] for k in params}
+            step(local, xb, yb, mask)
+    except Exception:  # noqa: BLE001 - any failure under vmap means: train this model in the loop
+        return False
+    return True
 
 
 def user_deltas(
@@ -410,11 +498,17 @@ def user_deltas(
 ) -> tuple[np.ndarray, torch.Tensor]:
     """Each user's local-training delta: (the user of each row, the rows).
 
-    `batched` asks for the fastest path (`batched_path`), rows then in the order of the groups;
+    `batched` asks for the fastest path (`chosen_path`), rows then in the order of the groups;
     with `batched=False`, or where only the loop applies, the loop, rows following `users`.
     """
-    path = batched_path(model, x.device) if batched else "loop"
+    before = {name: b.detach().clone() for name, b in model.named_buffers()}
+    path = chosen_path(model, loss_fn, x, y) if batched else "loop"
     if path != "loop":
-        return grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training, path)
-    users = np.asarray(users, dtype=np.int64)
-    return users, loop_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)
+        out = grouped_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training, path)
+    else:
+        users = np.asarray(users, dtype=np.int64)
+        out = users, loop_user_deltas(model, params, x, y, owners, users, order_keys, loss_fn, training)
+    # A buffer written while training carries one user's records into the next user's delta
+    # (and into the released model): refused, whichever path ran.
+    refuse_changed_buffer(model, before, "--model", when="local training")
+    return out

@@ -20,6 +20,7 @@ entropy (so a checkpoint must be kept as secret as the noise) and the torch RNG 
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 import os
@@ -53,7 +54,8 @@ from .checkpoint_file import CHECKPOINT_NAME, read_checkpoint
 from .checkpoint_integrity import DIGEST_KEY, UNVERIFIED, content_sha256
 from .data_key import data_key
 from .metrics_file import MetricsFile
-from .models import build_model, default_model_name, loss_for, metric_value, parameter_count
+from .models import LossFn, parameter_count
+from .own_model import MetricFn, ModelSpec, build_checked, resolve_model
 from .personal_accounting import PersonalAccounting
 from .round_rngs import phase_rng, round_rngs
 from .run_record import kind_of, run_record, write_record
@@ -97,6 +99,7 @@ class TrainResult:
     params: dict[str, torch.Tensor]
     summary: dict
     assumptions: dict = field(default_factory=dict)
+    model: torch.nn.Module | None = None  # a fresh model with the final parameters loaded
 
 
 def build_silos(data, device: str = "cpu", dtype: torch.dtype = torch.float32) -> list[SiloData]:
@@ -255,8 +258,10 @@ def account_command(cfg: TrainConfig, rounds: int, n_silos: int, algorithm: Algo
     return " ".join(parts)
 
 
-def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric: str) -> tuple[float, float]:
-    """Test loss (the training loss over all test records) and the task metric."""
+def evaluate(
+    model, params, x: torch.Tensor, y: torch.Tensor, loss_fn: LossFn, metric_fn: MetricFn
+) -> tuple[float, float]:
+    """Test loss (the training loss over all test records) and the metric."""
     from torch.func import functional_call
 
     if len(x) == 0:
@@ -265,8 +270,8 @@ def evaluate(model, params, x: torch.Tensor, y: torch.Tensor, task: str, metric:
         outputs = torch.cat(
             [functional_call(model, params, (x[i : i + EVAL_CHUNK],)) for i in range(0, len(x), EVAL_CHUNK)]
         )
-        loss = loss_for(task)(outputs, y, torch.ones(len(x), dtype=outputs.dtype, device=outputs.device))
-    return float(loss), metric_value(metric, outputs.double().cpu().numpy(), y.cpu().numpy())
+        loss = loss_fn(outputs, y, torch.ones(len(x), dtype=outputs.dtype, device=outputs.device))
+    return float(loss), metric_fn(outputs.double().cpu().numpy(), y.cpu().numpy())
 
 
 def _data_assumption(data) -> dict[str, str]:
@@ -359,6 +364,9 @@ def train(
     data,
     cfg: TrainConfig,
     *,
+    model: Any = None,
+    loss: Any = None,
+    metric: Any = None,
     model_name: str | None = None,
     device: str = "cpu",
     metrics_path: str | os.PathLike | None = None,
@@ -382,9 +390,14 @@ def train(
     `on_round(row)` is called after every completed round, once the checkpoint (if any) is saved,
     so a caller interrupted after it may resume from that round; Ctrl-C, SIGTERM or SIGHUP during
     that commit (metrics row, checkpoint, on_round) is delivered after it (`uninterrupted`).
+
+    `model`, `loss` and `metric` are what `own_model.resolve_model` takes (a built-in name, a
+    reference `FILE.py:NAME`, a factory, an nn.Module; None: the data's own); `model_name` is
+    the older name of `model`. The result's `model` is a fresh model with the final parameters.
     """
+    spec = resolve_model(model if model is not None else model_name, data=data, loss=loss, metric=metric)
     options: dict[str, Any] = dict(
-        model_name=model_name,
+        model=spec,
         device=device,
         metrics_path=metrics_path,
         checkpoint_dir=checkpoint_dir,
@@ -411,6 +424,9 @@ def run(
     silos: Silos,
     cfg: TrainConfig,
     *,
+    model: Any = None,
+    loss: Any = None,
+    metric: Any = None,
     model_name: str | None = None,
     device: str = "cpu",
     metrics_path: str | os.PathLike | None = None,
@@ -427,25 +443,31 @@ def run(
     `silos`' business (`LocalSilos` here, `flower.FlowerSilos` at separate parties).
     `canaries` (`uldp audit`, trainers/audit.py): that many parameters appended to the model
     that its output never reads, one per canary (`canaries.CanaryBlock`).
+    `model`, `loss`, `metric` and `model_name` as `train` takes them (or a resolved `ModelSpec`).
     """
+    own = resolve_model(model if model is not None else model_name, data=data, loss=loss, metric=metric)
+    # The metric's name is the history's key: every reader of `data.metric` agrees with it.
+    if own.metric != data.metric:
+        data = dataclasses.replace(data, metric=own.metric)
     task, metric = data.task, data.metric
-    model_name = model_name or default_model_name(data.name, task, data.feature_shape)
     torch.manual_seed(cfg.seed)
-    model = build_model(model_name, task=task, feature_shape=data.feature_shape, n_classes=data.n_classes).to(
-        device
-    )
+    net = build_checked(own, data, device)
     if canaries:
         from .canaries import CanaryBlock
 
-        model = CanaryBlock(model, canaries).to(device)
-    params = {k: v.detach() for k, v in model.named_parameters()}
+        net = CanaryBlock(net, canaries).to(device)
+    params = {k: v.detach() for k, v in net.named_parameters()}
+    # The model's buffers as built and checked: the released model carries these, whatever a
+    # forward pass may have written since (per_user.user_deltas refuses such a write anyway).
+    buffers = {k: v.detach().clone() for k, v in net.named_buffers()}
+    identity = _identity(own)
     checkpoint = Path(checkpoint_dir) / CHECKPOINT_NAME if checkpoint_dir else None
     if checkpoint is not None and not resume and not overwrite and checkpoint.exists():
         raise InvalidParameter(
             f"--checkpoint: {checkpoint.parent} already holds a checkpoint; add --resume to "
             "continue that run, or --overwrite to replace it with a new one"
         )
-    state = _load_checkpoint(checkpoint, cfg, data, device, params) if resume else None
+    state = _load_checkpoint(checkpoint, cfg, data, device, params, identity) if resume else None
     noise_fixed = state["noise_fixed"] if state is not None else cfg.noise_seed is not None
     cfg = _with_entropy(cfg, state)
     spec = get_algorithm(cfg.algo)
@@ -455,9 +477,7 @@ def run(
         cfg = dataclasses.replace(cfg, item_q=item_rate(data, cfg.batch_size))
     algorithm, counts = silos.prepare(cfg, task, noise_fixed)
     algorithm.bind_silos(silos)
-    ctx = Context(
-        model, loss_for(task), data.n_users, data.n_silos, parameter_count(model), counts, data.user_q
-    )
+    ctx = Context(net, own.loss, data.n_users, data.n_silos, parameter_count(net), counts, data.user_q)
     personal = personal_accounting(cfg, data)
     subject = None
     if spec.subject_level:
@@ -497,7 +517,7 @@ def run(
         # A phased algorithm's aggregation drives its own message phases through `silos`.
         messages = [] if algorithm.phased else silos.updates(algorithm, t, params, plan, ctx, cfg)
         params = algorithm.aggregate(params, messages, plan, ctx, cfg)
-        loss, value = evaluate(model, params, x_test, y_test, task, metric)
+        loss, value = evaluate(net, params, x_test, y_test, own.loss, own.metric_fn)
         if not _finite(params) or (len(x_test) and not math.isfinite(loss)):
             # Nothing of this round is kept: the checkpoint and metrics still hold round t - 1.
             raise TrainingDiverged(t, loss, spec.options, cfg.user_q)
@@ -514,15 +534,25 @@ def run(
             epsilon, server_epsilon = user_epsilons(
                 accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta
             )
-        row = {
+        others = {
             "round": t,
             "loss": loss,
-            metric: value,
             "epsilon": epsilon,
             **({} if server_epsilon is None else {"server_epsilon": server_epsilon}),
             **tiers,
             "delta": cfg.delta,
             **algorithm.round_fields(plan),
+        }
+        if metric in others or metric == "elapsed_s":
+            raise InvalidParameter(
+                f"--metric: its name {metric!r} is already a column of this run's rows "
+                f"({', '.join([*others, 'elapsed_s'])}); give the function another name"
+            )
+        row = {
+            "round": t,
+            "loss": loss,
+            metric: value,
+            **{k: v for k, v in others.items() if k not in ("round", "loss")},
             "elapsed_s": round(elapsed_before + time.perf_counter() - started, 4),
         }
         history.append(row)
@@ -542,14 +572,15 @@ def run(
                         "torch_rng": torch.get_rng_state(),
                         "noise_entropy": cfg.noise_seed,
                         "noise_fixed": noise_fixed,
-                        "run": {**record, "rounds_done": t},
+                        # The run record tolerates extra keys; the checkpoint's keys are fixed.
+                        "run": {**record, "rounds_done": t, "trained_with": identity},
                     },
                     checkpoint,
                 )
             if on_round is not None:
                 on_round(row)
 
-    summary = _summary(cfg, data, model_name, ctx, history, algorithm)
+    summary = _summary(cfg, data, own.name, ctx, history, algorithm)
     if personal is not None:
         summary["budget_check"] = personal.check(len(history))
         summary["tiers"] = [dataclasses.asdict(tier) for tier in personal.tiers]
@@ -582,7 +613,32 @@ def run(
                 metrics_sha256=metrics.sha256,
             ),
         )
-    return TrainResult(history, params, summary, assumptions)
+    return TrainResult(history, params, summary, assumptions, _trained(net, params, buffers))
+
+
+def _trained(
+    net: torch.nn.Module, params: dict[str, torch.Tensor], buffers: dict[str, torch.Tensor]
+) -> torch.nn.Module:
+    """A copy of the run's model with `params` loaded, and the buffers it was built with (the
+    run's own model stays untouched)."""
+    model = copy.deepcopy(net)
+    with torch.no_grad():
+        for name, value in params.items():
+            model.get_parameter(name).copy_(value)
+        for name, value in buffers.items():
+            model.get_buffer(name).copy_(value)
+    return model
+
+
+def _identity(own: ModelSpec) -> dict[str, str]:
+    """What a checkpoint records of the model, loss and metric it was trained with: a resume
+    with others is refused (`_load_checkpoint`). A reference where one exists, else the name
+    (a lambda or instance: only its name is known)."""
+    return {
+        "model": own.reference or own.name,
+        "loss": own.loss_reference or getattr(own.loss, "__name__", type(own.loss).__name__),
+        "metric": own.metric,
+    }
 
 
 def personal_accounting(cfg: TrainConfig, data) -> PersonalAccounting | None:
@@ -647,10 +703,17 @@ def _personal_assumptions(
 
 
 def _load_checkpoint(
-    checkpoint: Path | None, cfg: TrainConfig, data, device: str, params: dict[str, torch.Tensor]
+    checkpoint: Path | None,
+    cfg: TrainConfig,
+    data,
+    device: str,
+    params: dict[str, torch.Tensor],
+    identity: dict[str, str] | None = None,
 ) -> dict | None:
     """The saved state to resume from (None: no checkpoint yet, start from round 1), whose
-    parameters fit the model `params` belong to."""
+    parameters fit the model `params` belong to, and whose model, loss and metric are
+    `identity`'s (`_identity`; a checkpoint from before they were saved was a built-in model's,
+    with the task's loss and metric)."""
     if checkpoint is None:
         raise InvalidParameter("--resume needs --checkpoint DIR")
     if not checkpoint.exists():
@@ -669,6 +732,8 @@ def _load_checkpoint(
             f"--checkpoint: {checkpoint} holds the parameters of another model; use the same "
             "flags, or another --checkpoint directory"
         )
+    if identity is not None:
+        _refuse_other_model(checkpoint, state, identity, data.task)
     if state["round"] > cfg.rounds:
         raise InvalidParameter(
             f"--rounds {cfg.rounds} is fewer than the {state['round']} rounds the "
@@ -677,6 +742,35 @@ def _load_checkpoint(
     if cfg.noise_seed is not None and cfg.noise_seed != state["noise_entropy"]:
         raise InvalidParameter("--noise-seed differs from the one the checkpoint ran with")
     return state
+
+
+def _refuse_other_model(checkpoint: Path, state: dict, identity: dict[str, str], task: str) -> None:
+    """Refuse, in one line, a resume whose model, loss or metric is not the checkpoint's."""
+    from .models import MODELS
+    from .own_model import TASK_LOSSES, TASK_METRICS
+
+    run = state.get("run")
+    recorded = run.get("trained_with") if isinstance(run, dict) else None
+    if isinstance(recorded, dict) and all(key in recorded for key in identity):
+        saved = {key: recorded[key] for key in identity}
+        differs = [key for key in identity if saved[key] != identity[key]]
+    else:  # an older checkpoint: a built-in model with the task's loss and metric
+        differs = [
+            key
+            for key, fits in (
+                ("model", identity["model"] in MODELS),
+                ("loss", identity["loss"] == TASK_LOSSES.get(task)),
+                ("metric", identity["metric"] == TASK_METRICS.get(task)),
+            )
+            if not fits
+        ]
+        saved = {"model": "a built-in model", "loss": TASK_LOSSES.get(task), "metric": TASK_METRICS.get(task)}
+    if differs:
+        key = differs[0]
+        raise InvalidParameter(
+            f"--{key}: {checkpoint} was trained with {key} {saved[key]}, not {identity[key]}; resume "
+            "with the same --model, --loss and --metric, or use another --checkpoint directory"
+        )
 
 
 def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:

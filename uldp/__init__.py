@@ -8,6 +8,7 @@ resolved on first use, so `import uldp` stays cheap; `dir(uldp)` lists them (doc
     import uldp
     uldp.calibrate(epsilon=3, delta=1e-5, q=0.01, epochs=10).sigma   # uldp calibrate
     uldp.account(sigma=1.1, q=0.01, steps=1000).epsilon              # uldp account
+    uldp.train(my_model, "mnist", algo="uldp-avg", rounds=5).model   # uldp train (uldp/training.py)
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ _ENTRY_POINTS = {
     "account": "uldp.accounting",
     "Calibrated": "uldp.accounting",
     "Accounting": "uldp.accounting",
+    "train": "uldp.training",
+    "TrainRun": "uldp.training",
     "plan_algorithm": "uldp.trainers.algorithms",
     "SubsampledGaussian": "uldp.accountants",
     "secure_weighted_sum": "uldp.crypto",

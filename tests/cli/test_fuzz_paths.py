@@ -43,6 +43,7 @@ FILE_OPTIONS = [
     (AUDIT, "--out"),
     (TRAIN, "--metrics"),
     (TRAIN, "--checkpoint"),
+    (TRAIN, "--tensorboard"),
     (TRAIN, "--user-budgets"),
     (ROBUST, "--dropout-schedule"),
     (RPDP, "--epsilon-csv"),
@@ -76,8 +77,9 @@ def _hostile(tmp_path: Path, kind: str) -> str:
 
 
 KINDS = ["name too long", "folder name too long", "missing folder", "through a file", "symlink loop"]
-#: Where a kind is no error: --checkpoint DIR makes its missing folders (`mkdir -p`).
-VALID = {("--checkpoint", "missing folder")}
+#: Where a kind is no error: --checkpoint DIR and --tensorboard DIR make their missing folders
+#: (`mkdir -p`).
+VALID = {("--checkpoint", "missing folder"), ("--tensorboard", "missing folder")}
 #: Other names an option's messages use for it: --data-path's older spelling.
 SPELLINGS = {"--data-path": ("--data-path", "--path")}
 

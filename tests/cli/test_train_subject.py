@@ -107,7 +107,7 @@ def test_a_table_without_its_subject_column_is_refused(tmp_path):
         (("--algo", "higradavgdp", "--epsilon", "2", "--sigma", "1"), "not both"),
         (("--algo", "localgroupdp"), "give --epsilon"),
         (("--algo", "localgroupdp", "--epsilon", "2", "--sigma", "1"), "--sigma"),
-        (("--algo", "uldp-avg", "--epsilon", "2"), "--epsilon does not apply here"),
+        (("--algo", "default", "--epsilon", "2"), "--epsilon does not apply here"),
         (("--algo", "higradavgdp", "--alpha", "2"), "--alpha applies to --allocation power"),
         (("--algo", "higradavgdp", "--allocation", "power"), "--allocation power needs --alpha"),
         (("--algo", "higradavgdp", "--user-q", "0.5"), "--user-q does not apply here"),

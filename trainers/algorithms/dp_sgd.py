@@ -45,22 +45,13 @@ def dp_sgd(
     `cfg.fault` (`faults`).
     """
     import torch
-    from torch.func import functional_call, grad, vmap
 
     from .. import canaries
+    from ..per_record import per_record_gradients
     from . import faults
     from .base import apply_delta, clipping_factors
 
-    model, loss_fn = ctx.model, ctx.loss_fn
-
-    def record_loss(p, xr, yr):
-        return loss_fn(
-            functional_call(model, p, (xr.unsqueeze(0),)),
-            yr.unsqueeze(0),
-            torch.ones(1, dtype=xr.dtype, device=xr.device),
-        )
-
-    per_record = vmap(grad(record_loss), in_dims=(None, 0, 0))
+    per_record = per_record_gradients(ctx.model, ctx.loss_fn)
     local = {k: v.detach().clone() for k, v in params.items()}
     like = next(iter(local.values()))
     std = faults.noise_std(cfg.sigma * cfg.clip, cfg.fault)

@@ -60,8 +60,9 @@ def subject_steps(
     Fig. 1(d)), as (kind, value) keys."""
     import numpy as np
     import torch
-    from torch.func import functional_call, grad, vmap
+    from torch.func import functional_call, grad
 
+    from ..per_record import per_record_gradients
     from .base import apply_delta
 
     if combine not in COMBINES:
@@ -69,19 +70,12 @@ def subject_steps(
     model, loss_fn = ctx.model, ctx.loss_fn
     lot = q * silo.size  # the expected batch, public: q and |D_i|
 
-    def item_loss(p, xr, yr):
-        return loss_fn(
-            functional_call(model, p, (xr.unsqueeze(0),)),
-            yr.unsqueeze(0),
-            torch.ones(1, dtype=xr.dtype, device=xr.device),
-        )
-
     def batch_loss(p, xb, yb):
         return loss_fn(
             functional_call(model, p, (xb,)), yb, torch.ones(len(xb), dtype=xb.dtype, device=xb.device)
         )
 
-    per_item = vmap(grad(item_loss), in_dims=(None, 0, 0))
+    per_item = per_record_gradients(model, loss_fn)
     whole = grad(batch_loss)
     local = {k: v.detach().clone() for k, v in params.items()}
     like = next(iter(local.values()))

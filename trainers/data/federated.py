@@ -49,6 +49,10 @@ class FederatedData:
     user_budget: np.ndarray | None = None
     user_q: np.ndarray | None = None
     rates_assumptions: dict | None = None  # where the budgets came from, how the rates were made
+    # The caller's own id of each user, in user order (user u is user_ids[u]), when the data named
+    # its users with ids of its own (`trainers.data.own_data`: strings, any sortable ids); None
+    # when users are numbered by uldp (built-in sets, tables).
+    user_ids: np.ndarray | None = None
 
     @property
     def feature_shape(self) -> tuple[int, ...]:

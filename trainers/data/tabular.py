@@ -1,4 +1,8 @@
-"""`load_table`: a user's own CSV or Parquet file, with columns naming user, label and silo."""
+"""`load_table`: a user's own CSV or Parquet file, with columns naming user, label and silo.
+
+`read_frame`, `user_ids`, `labels` and `features` read a table's columns; `from_files` reads its
+per-silo tables with them too (`own_files`), so both read a table alike.
+"""
 
 from __future__ import annotations
 
@@ -98,7 +102,7 @@ def _column(frame, column: str, option: str):
     return values
 
 
-def _user_ids(frame, column: str):
+def user_ids(frame, column: str):
     """The user (subject) column; a DataError naming it and the first row with no id (empty,
     blank or missing: NaN, None, NA), since every record must belong to someone. Rows are
     numbered from 1, the first data row (the header is not counted), as for --epsilon-column."""
@@ -128,7 +132,7 @@ def _codes(values) -> tuple[np.ndarray, tuple[str, ...]]:
     return codes.astype(np.int64), tuple(str(level) for level in levels)
 
 
-def _labels(frame, label_column: str, task: str) -> tuple[np.ndarray, int, list[str], tuple[str, ...]]:
+def labels(frame, label_column: str, task: str) -> tuple[np.ndarray, int, list[str], tuple[str, ...]]:
     """(y, n_classes, columns used, class names) for `task`; survival reads 'TIME,EVENT'."""
     if task == "survival":
         names = [name.strip() for name in label_column.split(",")]
@@ -159,7 +163,7 @@ def _labels(frame, label_column: str, task: str) -> tuple[np.ndarray, int, list[
     return codes, len(levels), [label_column], levels
 
 
-def _features(frame) -> tuple[np.ndarray, list[str]]:
+def features(frame) -> tuple[np.ndarray, list[str]]:
     """Numeric and boolean columns as they are; text columns one-hot, first level dropped."""
     import pandas as pd
 
@@ -227,8 +231,8 @@ def load_table(
             "--user-column, --label-column, --silo-column and --epsilon-column must name "
             f"different columns, got {', '.join(named)}"
         )
-    users, _ = _codes(_user_ids(frame, user_column))
-    y, n_classes, label_columns, classes = _labels(frame, label_column, task)
+    users, _ = _codes(user_ids(frame, user_column))
+    y, n_classes, label_columns, classes = labels(frame, label_column, task)
     used = [user_column, *label_columns]
     silo_codes = None
     silo_names: tuple[str, ...] = ()
@@ -244,7 +248,7 @@ def load_table(
     if budget_column is not None:
         budgets = _budget_values(frame, budget_column)
         used.append(budget_column)
-    x, feature_names = _features(frame.drop(columns=used))
+    x, feature_names = features(frame.drop(columns=used))
     n_silos = len(silo_names) if silo_column is not None else (silos or DEFAULT_SILOS)
     records = Records(
         name=Path(path).name,

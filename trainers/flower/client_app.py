@@ -24,6 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import secrets
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -201,7 +202,8 @@ def _working_set(context: Context, *, cache: bool = True) -> WorkingSet:
     from ..algorithms import TrainConfig, make_algorithm
     from ..algorithms.base import Context as AlgoContext
     from ..algorithms.base import SiloData
-    from ..models import build_model, loss_for, parameter_count
+    from ..models import parameter_count
+    from ..own_model import resolve_model
     from .partitions import read_partition
 
     state: Any = context.state[_STATE]
@@ -217,13 +219,20 @@ def _working_set(context: Context, *, cache: bool = True) -> WorkingSet:
         n_users=n_users,
         q=None if "q" not in values else np.asarray(values["q"], dtype=np.float64),
     )
-    model = build_model(
-        str(state["model"]),
+    # The model and loss from their references (a built-in name, or the user's FILE.py:NAME or
+    # module:NAME, trainers/own_model.py), under the run's seed: a factory that draws a constant
+    # buffer draws the server's.
+    described = types.SimpleNamespace(
+        name="",
         task=task,
         feature_shape=tuple(int(v) for v in json.loads(str(state["feature_shape"]))),
         n_classes=int(state["n_classes"]),
     )
-    ctx = AlgoContext(model, loss_for(task), n_users, int(state["silos"]), parameter_count(model), None)
+    spec = resolve_model(str(state["model"]), data=described, loss=str(state.get("loss", "")) or None)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(cfg.seed)
+        model = spec.factory()
+    ctx = AlgoContext(model, spec.loss, n_users, int(state["silos"]), parameter_count(model), None)
     algorithm = make_algorithm(cfg, [], task)
     if _SILO_STATE in context.state:
         stored: Any = context.state[_SILO_STATE]

@@ -51,8 +51,10 @@ def deploy(
     from .simulation import describe, with_startup
 
     started = time.perf_counter()
-    description = describe(data, options.pop("model_name", None))
+    model, name = options.pop("model", None), options.pop("model_name", None)
+    model = model if model is not None else name
+    description = describe(data, model)
     silos = FlowerSilos(grid, description, on_stage=on_stage, started=started)
-    result = loop(data, silos, cfg, model_name=description.model, **options)
+    result = loop(data, silos, cfg, model=model, **options)
     with_startup(result, [silos])
     return result

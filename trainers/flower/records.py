@@ -53,7 +53,7 @@ class RunDescription:
     """What every silo is told of the run besides the settings (all public)."""
 
     task: str
-    model: str  # model name, built the same at the server and every silo
+    model: str  # a built-in model name or an absolute reference (own_model.ModelSpec.reference)
     feature_shape: tuple[int, ...]
     n_classes: int
     n_users: int
@@ -61,6 +61,7 @@ class RunDescription:
     n_params: int  # d, the dimension of every message
     federation: str  # partitions.federation_id of the data: a silo checks its file against it
     partitions: str = ""  # simulation only: the private directory of the silos' partition files
+    loss: str = ""  # a built-in loss name or an absolute reference; "": the task's own loss
 
 
 class MalformedReply(ProtocolError):

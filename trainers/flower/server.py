@@ -103,6 +103,7 @@ class FlowerSilos:
             "config": json.dumps(settings),
             "task": self.run.task,
             "model": self.run.model,
+            "loss": self.run.loss,  # "": the task's loss; else a built-in name or a reference
             "feature_shape": json.dumps(list(self.run.feature_shape)),
             "n_classes": self.run.n_classes,
             "users": self.run.n_users,

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar
 
-from uldp.errors import EngineError
+from uldp.errors import EngineError, InvalidParameter
 
 from .ray_session import REMEDIES, caused_by_ray, engine_failure, ray_running, root_cause
 from .records import RunDescription
@@ -50,7 +50,8 @@ def simulate(
     round 1's first message to the silos (Ray, the silos' setup, Protocol 1's keys, the round
     loop's own preparation), which the rounds' `elapsed_s` leave out."""
     started = time.perf_counter()
-    model_name = options.pop("model_name", None)
+    model, name = options.pop("model", None), options.pop("model_name", None)
+    model = model if model is not None else name
     stop = threading.Event()
     made: list[FlowerSilos] = []
 
@@ -61,10 +62,10 @@ def simulate(
         return made[-1]
 
     with private_partitions(data) as directory:
-        description = describe(data, model_name, directory)
+        description = describe(data, model, directory)
         result = run_federation(
             data.n_silos,
-            lambda grid: loop(data, silos(grid), cfg, model_name=description.model, **options),
+            lambda grid: loop(data, silos(grid), cfg, model=model, **options),
             stop=stop,
             on_stage=on_stage,
         )
@@ -78,24 +79,36 @@ def with_startup(result: Any, silos: list[FlowerSilos]) -> None:
         result.summary["startup_s"] = round(silos[-1].startup_s, 2)
 
 
-def describe(data, model_name: str | None, partitions: str = "") -> RunDescription:
+def describe(data, model: Any = None, partitions: str = "") -> RunDescription:
     """What the silos are told of `data`'s federation and model (public), and where, in a
-    simulation, their partition files lie."""
-    from ..models import build_model, default_model_name, parameter_count
+    simulation, their partition files lie.
+
+    `model` is what `own_model.resolve_model` takes (a built-in name, a reference, a ModelSpec;
+    None: the data's own). The silos run in other processes and rebuild the model and its loss
+    from their references, so a model or loss that only this process has (a lambda, an
+    nn.Module instance) is refused here, before Ray starts."""
+    from ..models import parameter_count
+    from ..module_check import check_layers
+    from ..own_model import resolve_model
     from .partitions import federation_id
 
-    model_name = model_name or default_model_name(data.name, data.task, data.feature_shape)
-    model = build_model(
-        model_name, task=data.task, feature_shape=data.feature_shape, n_classes=data.n_classes
-    )
+    spec = resolve_model(model, data=data)
+    if spec.reference is None or spec.loss_reference is None:
+        option, what = ("--model", spec.name) if spec.reference is None else ("--loss", "this loss")
+        raise InvalidParameter(
+            f"{option}: --engine flower runs the silos in other processes, which rebuild the "
+            f"{option[2:]} from an importable reference (FILE.py:NAME or package.module:NAME); "
+            f"{what} was given as a Python object"
+        )
     return RunDescription(
         task=data.task,
-        model=model_name,
+        model=spec.reference,
+        loss=spec.loss_reference,
         feature_shape=tuple(data.feature_shape),
         n_classes=data.n_classes,
         n_users=data.n_users,
         n_silos=data.n_silos,
-        n_params=parameter_count(model),
+        n_params=parameter_count(check_layers(spec.factory())),
         federation=federation_id(data),
         partitions=partitions,
     )

@@ -6,7 +6,6 @@ from __future__ import annotations
 import click
 
 from uldp.accountants.statements.audit_bound import MIN_CONFIDENCE
-from uldp.trainers.defaults import train_defaults
 
 from ..config import config_option
 from ..errors import library_errors
@@ -20,6 +19,7 @@ from . import train as train_command
 TRAIN_OPTIONS = (
     "algo",
     "dataset",
+    "data",
     "data_path",
     "user_column",
     "label_column",
@@ -47,12 +47,33 @@ TRAIN_OPTIONS = (
     "local_batch_size",
     "delta",
     "model",
+    "loss",
     "loop",
     "device",
     "threads",
 )
 #: trainers.audit.DEFAULT_CANARIES and MAX_CANARIES, repeated so that parsing imports no torch
 #: (a test keeps them equal).
+#: `uldp train`'s settings that audit does not take, at the command's defaults (run_setup.prepare
+#: reads them): no secure aggregation, no per-user budgets, no dropouts, no target epsilon.
+NOT_AUDITED = {
+    "budgets_file": None,
+    "budget_column": None,
+    "user_budgets": None,
+    "threat_model": None,
+    "secure": False,
+    "key_bits": 3072,
+    "test_keys": False,
+    "epsilon": None,
+    "metrics_path": None,
+    "dropout": None,
+    "dropout_at": None,
+    "dropout_schedule": None,
+    "calibration": None,
+    "min_weight_sum": None,
+    "n_max": None,
+    "threshold": None,
+}
 DEFAULT_CANARIES = 1000
 MAX_CANARIES = 100_000
 #: trainers.algorithms.faults.FAULTS' names, repeated for the same reason.
@@ -141,15 +162,24 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
       uldp audit --algo unidp --distribution three-levels --dataset creditcard --silos 1
     """
     o = options
-    if (o["dataset"] is None) == (o["user_column"] is None):
-        raise click.UsageError("give --dataset NAME, or your own table with --data-path and --user-column")
+    if o["data"] is not None and any(
+        o[name] is not None for name in ("data_path", "user_column", "label_column")
+    ):
+        raise click.UsageError("--data loads your own data: drop --data-path/--user-column/--label-column")
+    if [o["dataset"] is not None, o["user_column"] is not None, o["data"] is not None].count(True) != 1:
+        raise click.UsageError(
+            "give --dataset NAME, your own table with --data-path and --user-column, or your own data "
+            "with --data FILE.py:NAME"
+        )
     ctx = click.get_current_context()
     # What `uldp train` refuses (an option the run would ignore, --alpha without --allocation
     # power), refused here by the same code.
-    train_command.check_ignored(ctx, o["algo"], o["dataset"], o["user_column"], False, fmt, None)
+    train_command.check_ignored(ctx, o["algo"], o["dataset"], o["user_column"], False, fmt, None, o["data"])
     train_command.check_subject(ctx, o["algo"], o["sigma"], None, o["allocation"], o["alpha"])
-    defaults = train_defaults(o["dataset"], o["algo"])
-    chosen = {k: defaults[k] if o.get(k) is None else o[k] for k in defaults}
+    from uldp.trainers.algorithms import get_algorithm
+    from uldp.trainers.run_setup import chosen_settings
+
+    chosen, _ = chosen_settings(o, get_algorithm(o["algo"]).record_level)
     rounds = chosen["rounds"]
     with library_errors():
         from uldp.trainers.algorithms import get_algorithm
@@ -165,45 +195,16 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
             )
         import torch
 
-        from uldp.trainers.algorithms import TrainConfig
         from uldp.trainers.audit import audit, describe_fault
+        from uldp.trainers.run_setup import prepare
         from uldp.trainers.threads import free_cpus
 
         torch.set_num_threads(o["threads"] or free_cpus())
-        data = train_command.load_data(
-            o["dataset"],
-            o["data_path"],
-            o["user_column"],
-            o["label_column"],
-            o["silo_column"],
-            o["task"],
-            chosen["users"],
-            o["silos"],
-            o["allocation"],
-            o["labels_per_user"],
-            o["seed"],
-            None,
-            o["alpha"],
-        )
-        if record_level:  # rPDP-FL: each record's rate from its budget, as `uldp train` does
-            from uldp.trainers.rates import personalize_data
-
-            data, calibrated = personalize_data(
-                data,
-                algo=o["algo"],
-                record_level=True,
-                distribution=o["distribution"],
-                seed=o["seed"],
-                sigma=o["sigma"],  # None: calibrated to the budgets
-                local_steps=o["local_steps"] or TrainConfig.local_steps,
-                rounds=rounds,
-                silo_q=o["silo_q"] or 1.0,
-                delta=o["delta"],
-                batch_size=o["batch_size"],
-            )
-            chosen["sigma"] = calibrated if calibrated is not None else chosen["sigma"]
-        config_options = {name: o[name] for name in train_command.CONFIG_OPTIONS}
-        cfg = train_command.train_config(o["algo"], rounds, chosen, fault=fault, **config_options)
+        # `uldp train`'s preparation (the data, rPDP-FL's per-record rates with sigma calibrated
+        # to them when none is given), with the train options audit does not take at their
+        # defaults and the fault planted in the TrainConfig.
+        settings = {**NOT_AUDITED, **o}
+        data, cfg = prepare(settings, chosen, record_level, fields={"fault": fault})
         count = canaries if canaries is not None else min(DEFAULT_CANARIES, data.n_users)
         with round_progress(fmt, rounds, f"audit: {o['algo']} on {data.name}") as update:
             result = audit(
@@ -211,7 +212,8 @@ def command(canaries, confidence, out, plot_path, fault, fmt, **options):
                 cfg,
                 canaries=count,
                 confidence=confidence,
-                model_name=None if chosen["model"] == "auto" else chosen["model"],
+                model=None if chosen["model"] == "auto" else chosen["model"],
+                loss=o["loss"],
                 device=o["device"],
                 on_round=lambda row: update(row["round"], f"epsilon {row['epsilon']:.4g}"),
             )

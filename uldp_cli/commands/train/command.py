@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from uldp.trainers.run_setup import chosen_settings, plan_calibrated
+
 from ...config import config_option
 from ...errors import library_errors
 from ...files import atomic_write_bytes
@@ -16,7 +18,7 @@ from .checks import check_options
 from .families import FAMILIES, family_of
 from .options import ALGORITHM, DATA, ENGINE, MODEL, OUTPUT, PRIVACY, SECURE
 from .render import render
-from .run import chosen_settings, interrupted, prepare, run_rounds, start
+from .run import interrupted, prepare, run_rounds, start
 
 OPTION_GROUPS = (
     ALGORITHM,
@@ -53,8 +55,12 @@ def command(**options: Any) -> None:
     try:
         with library_errors():
             start(options)
-            data, cfg = prepare(options, chosen, family, personal)
-            result = run_rounds(data, cfg, options, chosen, last)
+            from uldp.trainers.tracking import trackers
+
+            # A missing tracking package is said before the data loads; the exit marks the run.
+            with trackers(options["tensorboard"], options["mlflow"]) as tracker:
+                data, cfg = prepare(options, chosen, personal)
+                result = run_rounds(data, cfg, options, chosen, last, tracker)
     except KeyboardInterrupt:
         interrupted(last, chosen["rounds"], options["checkpoint_dir"], options["resume"])
     except Terminated as signal_exit:  # SIGTERM, SIGHUP: the same report, status 128 + signum
@@ -72,6 +78,7 @@ def command(**options: Any) -> None:
         options["metrics_path"],
         options["every"],
         defaulted,
+        target=options["epsilon"] if plan_calibrated(options["algo"]) else None,
     )
 
 
@@ -84,7 +91,7 @@ def _plot(result, data, options: dict[str, Any]) -> None:
         options["plot_path"],
         plot_runs(
             {algo: result.history},
-            data.metric,
+            result.summary.get("metric", data.metric),
             title=f"{algo} on {data.name} ({kind} data): {result.summary['users']} users, "
             f"sigma {result.summary['sigma']:g}, delta {options['delta']:g}",
         ),

@@ -70,15 +70,9 @@ OPTIONS = OptionGroup.of(
 
 
 def check_dropouts(ctx: click.Context, options: dict[str, Any]) -> None:
-    """One source of dropouts; secure aggregation's threshold only with --secure; the silos'
-    sampling rate (`silo_rate`)."""
+    """The silos' sampling rate (`silo_rate`); one source of dropouts and the threshold with
+    --secure are the library's checks (run_setup.check_pairs)."""
     silo_rate(ctx, options)
-    if options["dropout"] is not None and options["dropout_schedule"] is not None:
-        raise click.UsageError("give --dropout RATE or --dropout-schedule FILE, not both")
-    if options["threshold"] is not None and not options["secure"]:
-        raise click.UsageError(
-            "--threshold sets secure aggregation's k, which only --secure runs; add --secure"
-        )
 
 
 def silo_rate(ctx: click.Context, options: dict[str, Any]) -> None:
@@ -113,14 +107,6 @@ def silo_rate(ctx: click.Context, options: dict[str, Any]) -> None:
     elif silo_source is not None:
         options["user_q"] = options["silo_q"]
     options["silo_q"] = None  # TrainConfig.silo_q is rPDP-FL's
-
-
-def dropout_settings(options: dict[str, Any]) -> dict[str, Any]:
-    """The dp-fedavg-robust fields of TrainConfig the user gave (the others keep its defaults):
-    the registry's DROPOUT_OPTIONS, which this family's options are named after."""
-    from uldp.trainers.algorithms.registry import DROPOUT_OPTIONS
-
-    return {name: options[name] for name in DROPOUT_OPTIONS if options[name] is not None}
 
 
 def dropout_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Column], list[dict]]:

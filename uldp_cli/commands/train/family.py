@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...option_groups import OptionGroup
 
@@ -24,9 +24,6 @@ Column = tuple[str, str]
 Columns = Callable[[dict, list[dict], str], tuple[list[Column], list[dict]]]
 #: (summary, history) -> the family's lines below the table.
 Notes = Callable[[dict, list[dict]], list[str]]
-#: (data, options, chosen settings) -> the data prepared before round 1, and the TrainConfig
-#: fields that preparation sets (`options` and `chosen` updated where it resolves them).
-Prepare = Callable[[Any, dict[str, Any], dict[str, Any]], tuple[Any, dict[str, Any]]]
 
 
 @dataclass(frozen=True)
@@ -36,8 +33,9 @@ class Family:
     `claims`: whether an algorithm's spec is of this family (exactly one family claims each).
     `options`: its options, listed under their heading in `--help` (options several families
     read sit under the common headings of options.py). Its options' checks live in its module
-    and run in the order checks.py writes down. `prepare` runs before round 1 on this family's
-    runs only.
+    and run in the order checks.py writes down. What a family prepares before round 1 is the
+    library's (uldp.trainers.run_setup, chosen from the same registry entry), shared with
+    `uldp.train`.
     """
 
     name: str
@@ -45,7 +43,6 @@ class Family:
     options: OptionGroup
     columns: Columns
     notes: Notes
-    prepare: Prepare | None = None
 
     @property
     def heading(self) -> str:

@@ -28,6 +28,9 @@ from ...options import (
 
 DATASETS = ("mnist", "heart-disease", "gbsg2", "creditcard")
 MODELS = ("auto", "cnn", "mlp", "logistic", "cox")
+#: uldp.trainers.own_model's loss and metric names, repeated so that parsing does not import torch.
+LOSSES = ("cross_entropy", "binary_cross_entropy", "cox", "mse")
+METRICS = ("accuracy", "roc_auc", "c_index")
 MAX_TABLE_ROWS = 15
 
 # Parse-time ranges (issue 12): where the maths, the float32 model or memory stops being
@@ -76,6 +79,41 @@ class CheckpointDir(click.ParamType):
         return text
 
 
+class NameOrReference(click.ParamType):
+    """A built-in name among `names` (None: any name) or the user's own code, `FILE.py:NAME` or
+    `package.module:NAME` (uldp.trainers.references); only the form is checked here, the code is
+    loaded before the run (one Error line if it fails)."""
+
+    name = "name|reference"
+
+    def __init__(self, names: tuple[str, ...] | None = None, what: str = "name") -> None:
+        self.names = names
+        self.what = what
+
+    def convert(self, value, param, ctx):
+        from uldp.trainers.references import FORMS, is_reference
+
+        text = str(value).strip()
+        if is_reference(text) or (self.names is None and text) or (self.names and text in self.names):
+            return text
+        known = f"one of {', '.join(self.names)}, or " if self.names else ""
+        self.fail(f"{value!r} is not a {self.what}: give {known}{FORMS}", param, ctx)
+
+
+class Reference(click.ParamType):
+    """The user's own code: `FILE.py:NAME` or `package.module:NAME` (only the form checked here)."""
+
+    name = "reference"
+
+    def convert(self, value, param, ctx):
+        from uldp.trainers.references import FORMS, is_reference
+
+        text = str(value).strip()
+        if not is_reference(text):
+            self.fail(f"{value!r} names no code: give {FORMS}", param, ctx)
+        return text
+
+
 class GroupK(click.ParamType):
     """uldp-group's k: an integer >= 1, `max` or `median` of the records per user."""
 
@@ -107,7 +145,17 @@ DATA = OptionGroup.of(
         "--dataset",
         type=click.Choice(DATASETS),
         default=None,
-        help="Built-in data set; or give --data-path with --user-column/--label-column.",
+        help="Built-in data set; or give --data-path with --user-column/--label-column, or --data.",
+    ),
+    click.option(
+        "--data",
+        "data",
+        type=Reference(),
+        default=None,
+        metavar="FILE.py:NAME",
+        help="Your own data: a loader (FILE.py:NAME or package.module:NAME, called with seed if it takes "
+        "it) returning (x, y, users[, silos]), per-silo data or Datasets, or a FederatedData "
+        "(docs/library.md).",
     ),
     click.option(
         "--data-path",
@@ -180,9 +228,27 @@ MODEL = OptionGroup.of(
     "Model and training",
     click.option(
         "--model",
-        type=click.Choice(MODELS),
+        type=NameOrReference(MODELS, "model"),
         default=None,
-        help=f"auto: the paper's model for the data set ({describe('model')}).",
+        metavar="NAME|FILE.py:NAME",
+        help=f"{', '.join(MODELS)} (auto: the paper's model for the data set, {describe('model')}), or "
+        "your own: a factory FILE.py:NAME or package.module:NAME returning a torch.nn.Module (called "
+        "with feature_shape, n_classes, n_outputs, task if it takes them).",
+    ),
+    click.option(
+        "--loss",
+        type=NameOrReference(LOSSES, "loss"),
+        default=None,
+        metavar="NAME|FILE.py:NAME",
+        help=f"{', '.join(LOSSES)}, or your own (output, y) -> mean loss (default: the task's).",
+    ),
+    click.option(
+        "--metric",
+        type=NameOrReference(METRICS, "metric"),
+        default=None,
+        metavar="NAME|FILE.py:NAME",
+        help=f"{', '.join(METRICS)}, or your own (outputs, y) -> float over the test set (default: the "
+        "task's).",
     ),
     click.option(
         "--rounds",
@@ -350,6 +416,20 @@ OUTPUT = OptionGroup.of(
         help="Directory for a checkpoint after every round (created if missing; locked while a run uses it).",
     ),
     click.option("--resume", is_flag=True, help="Continue from the checkpoint in --checkpoint."),
+    click.option(
+        "--tensorboard",
+        type=click.Path(file_okay=False),
+        default=None,
+        metavar="DIR",
+        help="Log every round to TensorBoard event files in DIR (the 'tracking' extra).",
+    ),
+    click.option(
+        "--mlflow",
+        default=None,
+        metavar="URI",
+        help="Log the settings, every round and the guarantees to MLflow at this tracking URI (the "
+        "'tracking' extra).",
+    ),
     click.option(
         "--overwrite",
         is_flag=True,

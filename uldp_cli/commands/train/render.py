@@ -40,10 +40,19 @@ def sampling_notes(summary: dict) -> list[str]:
 
 
 def render(
-    result, data, family: Family, fmt: str, plot_path, metrics_path, every: int | None, defaulted: list[str]
+    result,
+    data,
+    family: Family,
+    fmt: str,
+    plot_path,
+    metrics_path,
+    every: int | None,
+    defaulted: list[str],
+    target: float | None = None,
 ) -> None:
-    """The run's rounds and what they mean, in `fmt`; `defaulted`: the settings left to defaults."""
-    metric = data.metric
+    """The run's rounds and what they mean, in `fmt`; `defaulted`: the settings left to defaults;
+    `target`: the user-level epsilon sigma was calibrated to (--epsilon, a plan-accounted run)."""
+    metric = result.summary.get("metric", data.metric)  # your own --metric: its name
     summary = dict(result.summary)
     outputs = {"metrics": metrics_path, "plot": plot_path}
     document = {
@@ -67,6 +76,7 @@ def render(
         f"silos, model {summary['model']} ({summary['parameters']} parameters)",
         _settings(summary, defaulted),
         *family.notes(summary, result.history),
+        *_target_note(summary, result.history, target),
         *_startup_note(summary),
     ]
     if fmt == "table":
@@ -89,6 +99,25 @@ def render(
         document=document,
         notes=notes,
     )
+
+
+def _target_note(summary: dict, history: list[dict], target: float | None) -> list[str]:
+    """How sigma was chosen, when --epsilon calibrated a plan-accounted run's noise."""
+    if target is None or not history:
+        return []
+    from ...render import format_cell
+
+    last = history[-1]
+    note = (
+        f"sigma {summary['sigma']:.6g} calibrated so that the user-level epsilon (released model, RDP) "
+        f"after {summary['rounds']} rounds is at most --epsilon {target:g}: {format_cell(last['epsilon'])}"
+    )
+    if last.get("server_epsilon") is not None:  # user sampling: the server sees who was sampled
+        note += (
+            f"; against the server, which draws the sample: {format_cell(last['server_epsilon'])} "
+            "(ULDP-FL Remark 1)"
+        )
+    return [note]
 
 
 def _startup_note(summary: dict) -> list[str]:

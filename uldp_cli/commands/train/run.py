@@ -1,5 +1,6 @@
-"""`uldp train`'s run: the settings the user left out, the data, the TrainConfig, the rounds with
-their progress line and output locks, and what an interrupted run has spent."""
+"""`uldp train`'s run: the rounds with their progress line and output locks, and what an
+interrupted run has spent; the preparation before round 1 (the settings left out, the data, the
+TrainConfig) is the library's, shared with `uldp.train` (uldp.trainers.run_setup)."""
 
 from __future__ import annotations
 
@@ -8,117 +9,12 @@ from typing import Any, NoReturn
 
 import click
 
-from uldp.trainers.defaults import train_defaults
-
 from ...locks import output_locks
 from ...progress import round_progress, stage
 from ...render import format_cell
-from .dropouts import dropout_settings
-from .family import Family
 from .options import CHECKPOINT_FILE
 
 INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a process stopped by Ctrl-C
-
-#: The settings whose defaults depend on the (data set, algorithm): trainers/defaults.py.
-DEFAULTED = ("users", "rounds", "sigma", "lr", "global_lr", "local_epochs", "model")
-
-#: uldp train's options that `train_config` takes as they are (uldp audit hands over the same).
-CONFIG_OPTIONS = (
-    "clip",
-    "user_q",
-    "batch_size",
-    "local_batch_size",
-    "group_k",
-    "delta",
-    "seed",
-    "noise_seed",
-    "loop",
-    "local_steps",
-    "silo_q",
-)
-
-
-def chosen_settings(options: dict[str, Any], personal: bool) -> tuple[dict[str, Any], list[str]]:
-    """(the settings, each given or from the defaults; the names of those left to the defaults,
-    as the notes list them). With budgets and no --sigma the noise is calibrated to them."""
-    from uldp.trainers.algorithms import get_algorithm
-
-    algo, dataset = options["algo"], options["dataset"]
-    given = {name: options[name] for name in DEFAULTED}
-    chosen = {k: v if v is not None else train_defaults(dataset, algo)[k] for k, v in given.items()}
-    spec = get_algorithm(algo)
-    calibrated = personal and given["sigma"] is None and spec.private  # default adds no noise
-    if calibrated:
-        chosen["sigma"] = None  # calibrated to the budgets (trainers/rates.py)
-    defaulted = [k.replace("_", "-") for k, v in given.items() if v is None and k != "model"]
-    if calibrated or (spec.subject_level and (options["epsilon"] is not None or algo == "localgroupdp")):
-        defaulted.remove("sigma")  # calibrated to the budgets, not a default (the notes say so)
-    return chosen, defaulted
-
-
-def load_data(
-    dataset,
-    data_path,
-    user_column,
-    label_column,
-    silo_column,
-    task,
-    users,
-    silos,
-    allocation,
-    labels_per_user,
-    seed,
-    budget_column=None,
-    alpha=None,
-):
-    """A built-in data set allocated to users and silos, or the user's own table."""
-    if user_column is not None:
-        from uldp.trainers.data import load_table
-
-        return load_table(
-            data_path,
-            user_column=user_column,
-            label_column=label_column,
-            silo_column=silo_column,
-            silos=silos,
-            task=task,
-            seed=seed,
-            budget_column=budget_column,
-        )
-    from uldp.trainers.data import load_dataset
-
-    return load_dataset(
-        dataset,
-        users=users,
-        silos=silos,
-        allocation=allocation,
-        seed=seed,
-        labels_per_user=labels_per_user,
-        path=data_path,
-        **({} if alpha is None else {"alpha": alpha}),
-    )
-
-
-def train_config(algo: str, rounds: int, chosen: dict, *, loop: bool, local_steps, silo_q, **fields):
-    """The run's TrainConfig from uldp train's options (uldp audit builds its run the same way).
-
-    `chosen` holds the resolved sigma, local epochs and learning rates; --local-steps and
-    --silo-q left unset keep TrainConfig's defaults; `fields` go in as they are.
-    """
-    from uldp.trainers.algorithms import TrainConfig
-
-    return TrainConfig(
-        algo=algo,
-        rounds=rounds,
-        sigma=chosen["sigma"],
-        local_epochs=chosen["local_epochs"],
-        lr=chosen["lr"],
-        global_lr=chosen["global_lr"],
-        batched=not loop,
-        **({} if local_steps is None else {"local_steps": local_steps}),
-        **({} if silo_q is None else {"silo_q": silo_q}),
-        **fields,
-    )
 
 
 def start(options: dict[str, Any]) -> None:
@@ -157,106 +53,76 @@ def _import_flower() -> None:
 
 
 def _data_name(options: dict[str, Any]) -> str:
-    """The data's name before it is loaded, as `data.name` will give it."""
+    """The data's name before it is loaded, as `data.name` will give it (your own data: its
+    loader's reference)."""
+    if options["data"] is not None:
+        return str(options["data"])
     if options["user_column"] is not None:
         return Path(options["data_path"]).name
     return str(options["dataset"])
 
 
-def progress_label(algo: str, data_name: str) -> str:
-    """What the progress lines begin with: the run."""
-    return f"{algo} on {data_name}"
+def progress_label(algo: str, data_name: str, model: str | None = None) -> str:
+    """What the progress lines begin with: the run (and your own model, `--model FILE.py:NAME`)."""
+    from uldp.trainers.references import is_reference
+
+    own = model is not None and is_reference(model)
+    return f"{algo} on {data_name}" + (f", model {model}" if own else "")
 
 
-def prepare(options: dict[str, Any], chosen: dict[str, Any], family: Family, personal: bool):
-    """(data, TrainConfig): the data loaded and prepared before round 1, by the family (the
-    subject level's noise) and by the personalised budgets (each record's or user's rate q)."""
-    from uldp.trainers.algorithms import TrainConfig
-    from uldp.trainers.metrics_file import metrics_format
+def prepare(options: dict[str, Any], chosen: dict[str, Any], personal: bool):
+    """(data, TrainConfig): the library's preparation (`run_setup.prepare`), with --epsilon-csv
+    read as `uldp personalize` reads it."""
+    from uldp.trainers.run_setup import prepare as prepare_run
+
+    from .checks import spelling
 
     o = options
-    if o["metrics_path"]:
-        metrics_format(o["metrics_path"])
-    data = load_data(
-        o["dataset"],
-        o["data_path"],
-        o["user_column"],
-        o["label_column"],
-        o["silo_column"],
-        o["task"],
-        chosen["users"],
-        o["silos"],
-        o["allocation"],
-        o["labels_per_user"],
-        o["seed"],
-        budget_column=o["budget_column"] if o["budgets_file"] is None else None,
-        alpha=o["alpha"],
-    )
-    fields: dict[str, Any] = {}
-    if family.prepare is not None:
-        data, fields = family.prepare(data, o, chosen)
-    if personal:
-        from uldp.trainers.algorithms import get_algorithm
-        from uldp.trainers.rates import personalize_data
-
-        data, personal_sigma = personalize_data(
-            data,
-            algo=o["algo"],
-            record_level=get_algorithm(o["algo"]).record_level,
-            record_budgets=_file_budgets(data, o["budgets_file"], o["budget_column"]),
-            distribution=o["distribution"],
-            user_budgets_from=o["user_budgets"],
-            seed=o["seed"],
-            sigma=chosen["sigma"],
-            local_steps=o["local_steps"] or TrainConfig.local_steps,
-            rounds=chosen["rounds"],
-            silo_q=o["silo_q"] or 1.0,
-            delta=o["delta"],
-            threat_model=o["threat_model"] or "untrusted",
-            batch_size=o["batch_size"],
-        )
-        chosen["sigma"] = personal_sigma if personal_sigma is not None else chosen["sigma"]
-    cfg = train_config(
-        o["algo"],
-        chosen["rounds"],
+    return prepare_run(
+        o,
         chosen,
-        **{name: o[name] for name in CONFIG_OPTIONS},
-        secure=o["secure"],
-        key_bits=o["key_bits"],
-        test_keys=o["test_keys"],
-        **({} if o["threat_model"] is None else {"threat_model": o["threat_model"]}),
-        **dropout_settings(o),
-        **fields,
+        personal,
+        spell=spelling(click.get_current_context()),
+        record_budgets=None
+        if o["budgets_file"] is None
+        else lambda data: _file_budgets(data, o["budgets_file"], o["budget_column"]),
     )
-    return data, cfg
 
 
-def run_rounds(data, cfg, options: dict[str, Any], chosen: dict[str, Any], last: dict):
-    """Train, with a progress line per round and the outputs locked; `last` keeps the last
-    completed round's row, for the message if the run is interrupted."""
+def run_rounds(data, cfg, options: dict[str, Any], chosen: dict[str, Any], last: dict, tracker):
+    """Train, with a progress line per round, the outputs locked and the rounds told to
+    `tracker` (TensorBoard, MLflow: uldp.trainers.tracking); `last` keeps the last completed
+    round's row, for the message if the run is interrupted."""
+    from uldp.trainers.run_setup import metric_key, model_label, record_target
     from uldp.trainers.runner import train
+    from uldp.trainers.tracking import run_settings
 
-    o, rounds, metric = options, chosen["rounds"], data.metric
+    o, rounds = options, chosen["rounds"]
+    metric = metric_key(o["metric"], data)
 
     def on_round(row: dict) -> None:
         last.update(row)
+        tracker.round(row)
         update(row["round"], _progress_text(row, metric))
 
     checkpoint_dir = o["checkpoint_dir"]
     if checkpoint_dir is not None:
+        # A model refused below would leave an empty folder behind: check it before making one.
+        check_model(data, cfg, o, chosen["model"])
         Path(checkpoint_dir).mkdir(parents=True, exist_ok=True)  # its lock lives in it
     locked = {
         "--checkpoint": None if checkpoint_dir is None else Path(checkpoint_dir) / CHECKPOINT_FILE,
         "--metrics": o["metrics_path"],
     }
-    with (
-        output_locks(locked),
-        round_progress(o["fmt"], rounds, progress_label(o["algo"], data.name)) as update,
-    ):
-        return train(
+    label = progress_label(o["algo"], data.name, chosen["model"])
+    with output_locks(locked), round_progress(o["fmt"], rounds, label) as update:
+        tracker.start(run_settings(cfg, data, model_label(chosen["model"])))
+        result = train(
             data,
             cfg,
-            model_name=None if chosen["model"] == "auto" else chosen["model"],
+            model=None if chosen["model"] == "auto" else chosen["model"],
+            loss=o["loss"],
+            metric=o["metric"],
             device=o["device"],
             metrics_path=o["metrics_path"],
             checkpoint_dir=checkpoint_dir,
@@ -266,6 +132,23 @@ def run_rounds(data, cfg, options: dict[str, Any], chosen: dict[str, Any], last:
             engine=o["engine"],
             on_stage=update.stage,
         )
+        record_target(result.summary, o)
+        tracker.finish(result.summary, result.assumptions)
+        return result
+
+
+def check_model(data, cfg, options: dict[str, Any], model: Any) -> None:
+    """Resolve and build the run's model as the round loop will (`own_model.build_checked`), so
+    that a model refused (it mixes users' records, misfits the loss) is refused before anything is
+    written. It is built in a forked RNG under the run's seed: the run's random state is untouched."""
+    import torch
+
+    from uldp.trainers.own_model import build_checked, resolve_model
+
+    spec = resolve_model(model, data=data, loss=options["loss"], metric=options["metric"])
+    with torch.random.fork_rng():
+        torch.manual_seed(cfg.seed)
+        build_checked(spec, data)
 
 
 def _file_budgets(data, path, budget_column):

@@ -1,5 +1,6 @@
 """Subject-level DP (Marathe & Kanani: userldp, localgroupdp, higradavgdp, localitemdp): the noise
-calibrated to a federation-wide target before round 1, and the worst subject's epsilon per round."""
+calibrated to a federation-wide target before round 1 (the library's `run_setup.prepare_subject`),
+and the worst subject's epsilon per round."""
 
 from __future__ import annotations
 
@@ -22,23 +23,25 @@ OPTIONS = OptionGroup.of(
         default=None,
         help="userldp/localgroupdp/higradavgdp: calibrate the noise so that the worst subject's "
         "federation-wide epsilon after --rounds is at most this (localitemdp: its item-level epsilon); "
+        "uldp-*: the user-level epsilon (released model) after --rounds, as `uldp calibrate --algo`; "
         "instead of --sigma.",
     ),
 )
 
 
 def check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):
-    """(subject level?, sigma, epsilon): the subject-level algorithms' noise comes from --sigma or
-    --epsilon, not both (one on the command line overrides the other from --config); --alpha
-    belongs to --allocation power."""
+    """(subject level?, sigma, epsilon): the subject-level and the plan-accounted (uldp-*)
+    algorithms' noise comes from --sigma or --epsilon, not both (one on the command line
+    overrides the other from --config); --alpha belongs to --allocation power."""
     from uldp.trainers.algorithms import get_algorithm
+    from uldp.trainers.run_setup import plan_calibrated
 
     if (allocation == "power") != (alpha is not None):
         raise click.UsageError(
             "--allocation power needs --alpha" if alpha is None else "--alpha applies to --allocation power"
         )
     spec = get_algorithm(algo)
-    if not spec.subject_level:
+    if not (spec.subject_level or plan_calibrated(algo)):
         return False, sigma, epsilon
     if sigma is not None and epsilon is not None:
         from_config = {
@@ -54,7 +57,7 @@ def check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):
         raise click.UsageError(
             "localgroupdp's noise sigma_Z comes from its budget (Corollary 3.5): give --epsilon"
         )
-    return True, sigma, epsilon
+    return spec.subject_level, sigma, epsilon
 
 
 def check_subject_options(ctx: click.Context, options: dict[str, Any]) -> None:
@@ -64,33 +67,6 @@ def check_subject_options(ctx: click.Context, options: dict[str, Any]) -> None:
     )
     if subject_level and given_source(ctx, "group_k") is None:
         options["group_k"] = "max"  # LocalGroupDP: Z bounds every subject's items at a member, none dropped
-
-
-def prepare_subject(data, options: dict[str, Any], chosen: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
-    """Calibrate the noise to --epsilon (or take --sigma) over the data's holdings, before round 1;
-    the TrainConfig fields that follow (item rate q, target, LocalGroupDP's per-member budget)."""
-    from uldp.trainers.algorithms import TrainConfig
-    from uldp.trainers.subject_accounting import prepare_subject_run
-
-    epsilon = options["epsilon"]
-    data, setup = prepare_subject_run(
-        data,
-        options["algo"],
-        epsilon=epsilon,
-        sigma=None if epsilon is not None else chosen["sigma"],
-        group_k=options["group_k"],
-        batch_size=options["batch_size"],
-        local_steps=options["local_steps"] or TrainConfig.local_steps,
-        rounds=chosen["rounds"],
-        delta=options["delta"],
-        seed=options["seed"],
-    )
-    chosen["sigma"] = setup.sigma
-    fields: dict[str, Any] = {"item_q": setup.item_q, "target_epsilon": epsilon}
-    if setup.group is not None:
-        fields["group_budget"] = setup.group.item_epsilon * setup.group.z
-        options["group_k"] = setup.group.z
-    return data, fields
 
 
 def subject_columns(summary: dict, rows: list[dict], fmt: str) -> tuple[list[Column], list[dict]]:
@@ -181,5 +157,4 @@ FAMILY = Family(
     options=OPTIONS,
     columns=subject_columns,
     notes=subject_notes,
-    prepare=prepare_subject,
 )

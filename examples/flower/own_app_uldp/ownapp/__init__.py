@@ -1,0 +1,1 @@
+"""ownapp: a Flower / PyTorch app."""

@@ -1,0 +1,472 @@
+"""User-level DP for a user's own Flower ServerApp: `UserLevelDP`, a strategy wrapper.
+
+Flower adds central DP to an existing app by wrapping its strategy
+(`DifferentialPrivacyServerSideFixedClipping(FedAvg(...), ...)`); `UserLevelDP` wraps one the
+same way and makes its training rounds ULDP-AVG or ULDP-SGD (ULDP-FL Algorithm 3), with
+`user_mod.user_level_mod` answering them at each silo. The work is the registered algorithm's
+(trainers/algorithms: `plan_round`, `silo_update`, `aggregate`), nothing written again here:
+
+- before round 1 (in `configure_train`): one setup message to every silo (the run's settings
+  and the initial model, whose buffers the silo keeps; back: which silo each SuperNode is, its
+  record count, the model's parameter names);
+- each round: the round's plan drawn from round_rngs(entropy, t)[0] (user sampling, the same
+  draws as `uldp train`'s round loop), the global model and the plan to every silo (all of them:
+  each silo's noise share is calibrated to |S|), their messages checked (`records.read_reply`)
+  and aggregated, the next model returned as an ArrayRecord (buffers kept as they were);
+- the user-level epsilon after t rounds, accounted as `uldp train` does it (runner.py
+  `accounting_plan`, `user_epsilons`: RDP, both the released model's and, with user sampling,
+  the server's own view), logged and returned as the round's train metrics.
+
+Evaluation rounds are the wrapped strategy's (their replies are the app's own, not noised: the
+epsilon covers the training messages and the model, as with Flower's DP wrappers); its training
+config and aggregation are replaced (`start` warns when it is given one or overrides
+`aggregate_train`). With the same model, records, seed and noise seed the rounds equal `uldp
+train --engine local`'s (tests/flower/test_own_app.py). Protocol 1 (`secure=True`) is not wired
+through a user's app, so neither are the -w algorithms, whose server would otherwise see each
+user's clipped delta: both are refused in one line (use `uldp train --engine flower --secure`,
+trainers/flower/protocol1.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import secrets
+import time
+from collections.abc import Callable, Iterable
+from logging import INFO, WARNING
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
+from flwr.supercore import log
+
+from uldp.errors import InvalidParameter, ProtocolError
+
+from . import records
+from .user_mod import PARAMS, PLAN, REFUSED, SETTINGS, SETUP
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..algorithms.base import Algorithm, Context, RoundPlan, TrainConfig
+
+#: The algorithms a user's app can run: per-user clipping (ULDP-FL Algorithm 3), whose silo
+#: update needs no other message than the round's. Not the -w ones: without Protocol 1 a silo
+#: would send each user's clipped delta in the clear.
+ALGORITHMS = ("uldp-avg", "uldp-sgd")
+CONNECT_TIMEOUT = 120.0  # seconds to wait for every silo's SuperNode
+
+
+class UserLevelDP(Strategy):
+    """`strategy`'s training rounds made user-level DP (ULDP-AVG; ULDP-FL Algorithm 3).
+
+    `users`: how many users the federation has (user ids 0..users-1 across silos); `silos`: how
+    many SuperNodes train (partition-id 0..silos-1), every one of them in every round. The rest
+    are `uldp train`'s options: `algo` (uldp-avg or uldp-sgd), `sigma`,
+    `clip`, `local_epochs`, `lr`, `global_lr`, `user_q`, `local_batch_size`, `delta`,
+    `noise_seed` (None or "": 128 fresh bits per party; an integer replays a run and is NOT
+    private against anyone who knows it), `batched`, `timeout` (seconds to wait for the silos'
+    replies, in the setup and in every round). `on_round(row)` hears each round's row (round,
+    epsilon, server_epsilon with user sampling, delta, sampled_users); `history` keeps them.
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        *,
+        users: int,
+        silos: int,
+        algo: str = "uldp-avg",
+        sigma: float = 5.0,
+        clip: float = 1.0,
+        local_epochs: int = 1,
+        lr: float = 0.05,
+        global_lr: float = 1.0,
+        user_q: float = 1.0,
+        local_batch_size: int | None = None,
+        delta: float = 1e-5,
+        noise_seed: int | str | None = None,
+        secure: bool = False,
+        batched: bool = True,
+        timeout: float = 600.0,
+        on_round: Callable[[dict], None] | None = None,
+    ) -> None:
+        from ..algorithms.base import TrainConfig
+
+        super().__init__()
+        if algo in ("uldp-avg-w", "uldp-sgd-w"):
+            raise InvalidParameter(
+                f"algo: {algo} needs Protocol 1, which is not yet wired through a user's app (its "
+                "server would see each user's clipped delta); use uldp-avg or uldp-sgd, or "
+                "`uldp train --engine flower --secure`"
+            )
+        if algo not in ALGORITHMS:
+            raise InvalidParameter(
+                f"algo must be one of {', '.join(ALGORITHMS)} for a Flower app, got {algo!r}"
+            )
+        if secure:
+            raise InvalidParameter(
+                "secure: Protocol 1 is not available through uldp.flower's wrapper of an app's own "
+                "strategy; run `uldp train --engine flower --secure` for it, or give secure=False "
+                "(the server then sees the weights n_su and each silo's message)"
+            )
+        for name, value in (("users", users), ("silos", silos)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidParameter(f"{name} must be an integer >= 1, got {value!r}")
+        self.strategy = strategy
+        self.n_users, self.n_silos = users, silos
+        self.timeout = timeout
+        self.on_round = on_round
+        noise_seed = _noise_seed(noise_seed)
+        self.noise_fixed = noise_seed is not None
+        # Validated now (one line naming the setting), rounds set by `start`.
+        self.cfg: TrainConfig = TrainConfig(
+            algo=algo,
+            rounds=1,
+            sigma=sigma,
+            clip=clip,
+            local_epochs=local_epochs,
+            lr=lr,
+            global_lr=global_lr,
+            user_q=user_q,
+            local_batch_size=local_batch_size,
+            delta=delta,
+            noise_seed=noise_seed,
+            batched=batched,
+        )
+        self.history: list[dict] = []
+        self._reset()
+
+    def _reset(self) -> None:
+        self.nodes: dict[int, int] = {}  # silo -> node id
+        self.param_names: list[str] = []
+        self.algorithm: Algorithm | None = None
+        self.ctx: Context | None = None
+        self.job = ""
+        self._round: tuple[int, ArrayRecord, dict[str, torch.Tensor], RoundPlan] | None = None
+        self._sent: dict[int, Message] = {}  # silo -> the round's message to it
+        self._initial: ArrayRecord | None = None  # the model `start` was given
+
+    def __repr__(self) -> str:
+        return f"User-level DP strategy wrapper ({self.cfg.algo}, ULDP-FL Algorithms 3-4)"
+
+    # --- the run -----------------------------------------------------------------------------
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord,
+        num_rounds: int = 3,
+        timeout: float | None = None,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+    ) -> Result:
+        """Flower's `Strategy.start`, the rounds user-level DP: a fresh run each call. `timeout`
+        (None: the wrapper's `timeout`) bounds each round's wait for the replies, evaluation's
+        included."""
+        from flwr.serverapp.strategy import FedAvg
+
+        self.cfg = dataclasses.replace(self.cfg, rounds=max(1, num_rounds))
+        self.history = []
+        self._reset()
+        self._initial = initial_arrays
+        if train_config:
+            log(
+                WARNING,
+                "uldp: train_config %s is not sent: the silos train with UserLevelDP's settings",
+                dict(train_config),
+            )
+        if type(self.strategy).aggregate_train is not FedAvg.aggregate_train:
+            log(
+                WARNING,
+                "uldp: %s's aggregate_train is not used: UserLevelDP aggregates the training "
+                "rounds itself (ULDP-AVG's noised sum)",
+                type(self.strategy).__name__,
+            )
+        return super().start(
+            grid,
+            initial_arrays,
+            num_rounds,
+            self.timeout if timeout is None else timeout,
+            train_config,
+            evaluate_config,
+            evaluate_fn,
+        )
+
+    def summary(self) -> None:
+        from ..algorithms import make_algorithm
+
+        cfg = self.cfg
+        log(INFO, "\t├──> User-level DP (uldp): %s", cfg.algo)
+        log(INFO, "\t│\t├── %d users over %d silos, user q %g", self.n_users, self.n_silos, cfg.user_q)
+        log(INFO, "\t│\t├── noise multiplier %g, clipping bound %g, delta %g", cfg.sigma, cfg.clip, cfg.delta)
+        log(INFO, "\t│\t└── local epochs %d, lr %g, global lr %g", cfg.local_epochs, cfg.lr, cfg.global_lr)
+        assumptions = {
+            **make_algorithm(cfg, [], "").run_assumptions(cfg, self.n_silos),
+            "aggregation": "in the clear at the server: the epsilon covers the training messages' "
+            "aggregate and the model; the server sees each silo's message (its noise share only), and "
+            "the app's evaluate replies are not noised",
+        }
+        for key, text in assumptions.items():
+            log(INFO, "uldp: assumes %s: %s", key, text)
+        if self.noise_fixed:
+            log(
+                WARNING,
+                "uldp: fixed noise seed %s: the noise is reproducible and NOT private against anyone "
+                "who knows the seed (experiments only)",
+                cfg.noise_seed,
+            )
+        self.strategy.summary()
+
+    # --- training: ULDP's rounds -------------------------------------------------------------
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """The round's plan and the global model to every silo (set up first, once)."""
+        import torch
+
+        from ..round_rngs import round_rngs
+
+        if self.algorithm is None:
+            self._setup(grid, arrays)
+        assert self.algorithm is not None and self.ctx is not None and self.cfg.noise_seed is not None
+        missing = [name for name in self.param_names if name not in arrays]
+        if missing:
+            raise ProtocolError(f"the global model lacks the parameters {missing} the silos' model has")
+        params = {name: torch.as_tensor(np.array(arrays[name].numpy())) for name in self.param_names}
+        cfg = self._cfg(server_round)
+        server_rng, _ = round_rngs(self.cfg.noise_seed, server_round, self.n_silos)
+        plan = self.algorithm.plan_round(server_round, self.ctx, cfg, server_rng)
+        self._round = (server_round, arrays, params, plan)
+        model = records.params_record(params)
+        header = ConfigRecord({"step": "round", "round": server_round, "job": self.job})
+        self._sent = {
+            silo: Message(
+                RecordDict({SETTINGS: header, PARAMS: model, PLAN: records.plan_record(plan, silo)}),
+                dst_node_id=node,
+                message_type=MessageType.TRAIN,
+            )
+            for silo, node in sorted(self.nodes.items())
+        }
+        return list(self._sent.values())
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The silos' messages aggregated by the algorithm, the round accounted and logged."""
+        from ..algorithms import get_algorithm
+        from ..runner import TrainingDiverged, accounting_plan, user_epsilons
+
+        if self._round is None or self._round[0] != server_round:
+            raise ProtocolError(f"round {server_round}'s replies came before its messages were configured")
+        assert self.algorithm is not None and self.ctx is not None
+        _, arrays, params, plan = self._round
+        cfg = self._cfg(server_round)
+        contents = self._answers(list(replies), server_round)
+        like = next(iter(params.values()))
+        messages = [
+            records.read_reply(
+                contents[silo],
+                silo=silo,
+                round=server_round,
+                expected=self.algorithm.reply_type(cfg),
+                n_params=self.ctx.n_params,
+                n_users=self.n_users,
+                like=like,
+            )
+            for silo in range(self.n_silos)
+        ]
+        params = self.algorithm.aggregate(params, messages, plan, self.ctx, cfg)
+        if not all(bool(p.isfinite().all()) for p in params.values()):
+            raise TrainingDiverged(server_round, 0.0, get_algorithm(cfg.algo).options, cfg.user_q)
+        out = ArrayRecord(
+            {
+                name: Array(params[name].detach().cpu().numpy()) if name in params else arrays[name]
+                for name in arrays.keys()
+            }
+        )
+        epsilon, server_epsilon = user_epsilons(
+            accounting_plan(cfg, server_round, self.n_silos, self.algorithm), cfg.delta
+        )
+        row: dict[str, Any] = {"round": server_round, "epsilon": epsilon}
+        if server_epsilon is not None:
+            row["server_epsilon"] = server_epsilon
+        row["delta"] = cfg.delta
+        row.update(self.algorithm.round_fields(plan))
+        self.history.append(row)
+        log(
+            INFO,
+            "uldp: round %d: user-level epsilon %.4g at delta %g%s (%s, RDP)%s",
+            server_round,
+            epsilon,
+            cfg.delta,
+            "" if server_epsilon is None else f"; {server_epsilon:.4g} as the server sees it",
+            cfg.algo,
+            " (fixed noise seed: not private)" if self.noise_fixed else "",
+        )
+        if self.on_round is not None:
+            self.on_round(row)
+        metrics = {"epsilon": epsilon, "delta": cfg.delta}
+        if server_epsilon is not None:
+            metrics["server-epsilon"] = server_epsilon
+        return out, MetricRecord(cast(Any, metrics))
+
+    # --- evaluation: the wrapped strategy's --------------------------------------------------
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.strategy.configure_evaluate(server_round, arrays, config, grid)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord | None:
+        return self.strategy.aggregate_evaluate(server_round, replies)
+
+    # --- helpers -----------------------------------------------------------------------------
+    def _cfg(self, server_round: int) -> TrainConfig:
+        """The run's settings, its rounds at least `server_round` (a caller driving the rounds
+        itself rather than through `start`)."""
+        if server_round > self.cfg.rounds:
+            self.cfg = dataclasses.replace(self.cfg, rounds=server_round)
+        return self.cfg
+
+    def _setup(self, grid: Grid, arrays: ArrayRecord) -> None:
+        """Every silo told the run's settings and the initial model (the silo keeps its buffers);
+        which SuperNode is which silo and the model's parameter names learnt; the server's algorithm
+        built."""
+        from ..algorithms import make_algorithm
+        from ..algorithms.base import Context
+
+        cfg = self.cfg
+        entropy = cfg.noise_seed if cfg.noise_seed is not None else secrets.randbits(128)
+        self.cfg = cfg = dataclasses.replace(cfg, noise_seed=entropy)
+        settings = dataclasses.asdict(cfg)
+        settings["noise_seed"] = None  # the server's entropy stays at the server
+        self.job = secrets.token_hex(8)
+        header = ConfigRecord(
+            {
+                "step": "setup",
+                "config": json.dumps(settings),
+                "users": self.n_users,
+                "silos": self.n_silos,
+                "noise_seed": str(entropy) if self.noise_fixed else "",
+                "job": self.job,
+            }
+        )
+        node_ids = _wait_for_nodes(grid, self.n_silos)
+        # The model `start` was given (its buffers are never sent again), else the round's.
+        initial = self._initial if self._initial is not None else arrays
+        messages = [
+            Message(
+                RecordDict({SETTINGS: header, PARAMS: initial}),
+                dst_node_id=node,
+                message_type=MessageType.TRAIN,
+            )
+            for node in node_ids
+        ]
+        replies = list(grid.send_and_receive(messages, timeout=self.timeout))
+        # Pushing a message gives it its id (the grid sets it on the object it was handed).
+        destination = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
+        names: list[str] | None = None
+        answered: set[str] = set()
+        for reply in replies:
+            to = reply.metadata.reply_to_message_id
+            if to not in destination:
+                raise ProtocolError(
+                    f"a setup reply from SuperNode {reply.metadata.src_node_id} answers no message sent"
+                )
+            if to in answered:
+                raise ProtocolError(f"SuperNode {destination[to]} answered the setup twice")
+            answered.add(to)
+            node = destination[to]
+            content = _content(reply, f"SuperNode {node}", 0)
+            found: Any = content.get(SETUP)
+            silo = found.get("silo") if isinstance(found, ConfigRecord) else None
+            if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < self.n_silos:
+                raise ProtocolError(
+                    f"SuperNode {node} answered setup as silo {silo!r}, not a silo of {self.n_silos}"
+                )
+            if silo in self.nodes:
+                raise ProtocolError(
+                    f"two SuperNodes ({self.nodes[silo]} and {node}) both claim to be silo {silo}"
+                )
+            self.nodes[silo] = node
+            own = [str(name) for name in found.get("params", [])]
+            if names is not None and own != names:
+                raise records.MalformedReply(
+                    silo, 0, f"its model's parameters {own} differ from another silo's {names}"
+                )
+            names = own
+        absent = sorted(set(range(self.n_silos)) - set(self.nodes))
+        if absent:
+            raise records.SiloFailed([f"silo {s}" for s in absent], 0, "did not answer")
+        assert names is not None
+        for name in names:
+            if name not in arrays:
+                raise ProtocolError(f"the global model has no parameter {name!r}, which the silos' model has")
+        self.param_names = names
+        n_params = sum(int(np.prod(arrays[name].shape)) for name in names)
+        self.algorithm = make_algorithm(cfg, [], "")
+        model = cast(Any, None)  # the server never runs the model: plan and aggregation only
+        self.ctx = Context(model, cast(Any, None), self.n_users, self.n_silos, n_params, None)
+
+    def _answers(self, replies: list[Message], server_round: int) -> dict[int, RecordDict]:
+        """Each silo's reply content, by silo; a silo that failed, refused or did not answer stops
+        the run (its noise share is part of every round's noise)."""
+        # A reply is the answer to the message whose id it names, never filed by its source: the
+        # SuperLink answers for a SuperNode gone offline from its own node id (server.py).
+        by_id = {message.metadata.message_id: silo for silo, message in self._sent.items()}
+        out: dict[int, RecordDict] = {}
+        for reply in replies:
+            silo = by_id.get(reply.metadata.reply_to_message_id)
+            who = f"silo {silo} (SuperNode {self.nodes[silo]})" if silo is not None else "an unknown party"
+            content = _content(reply, who, server_round)
+            if silo is None:
+                raise ProtocolError(f"a reply to no message of round {server_round} arrived")
+            if silo in out:
+                raise ProtocolError(f"{who} answered round {server_round} twice")
+            out[silo] = content
+        absent = [f"silo {s} (SuperNode {self.nodes[s]})" for s in range(self.n_silos) if s not in out]
+        if absent:
+            raise records.SiloFailed(absent, server_round, "did not answer")
+        return out
+
+
+def _noise_seed(value: int | str | None) -> int | None:
+    """The noise seed as an integer; None or "" (a Flower run config holds no null) for none."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidParameter(
+            f'noise_seed must be an integer >= 0, or None or "" for fresh entropy; got {value!r}'
+        )
+    return value
+
+
+def _content(reply: Message, who: str, server_round: int) -> RecordDict:
+    """A reply's content, or `SiloFailed` for an error reply or a refusal."""
+    if reply.has_error():
+        reason = " ".join(str(reply.error.reason or "").split())
+        raise records.SiloFailed([who], server_round, "failed", f"Flower error {reply.error.code}: {reason}")
+    content = reply.content
+    refused: Any = content.get(REFUSED)
+    if isinstance(refused, ConfigRecord):
+        raise records.SiloFailed([who], server_round, "refused", str(refused.get("message", "")))
+    return content
+
+
+def _wait_for_nodes(grid: Grid, count: int) -> list[int]:
+    """The ids of the connected SuperNodes once there are at least `count`."""
+    deadline = time.monotonic() + CONNECT_TIMEOUT
+    while True:
+        nodes = sorted(grid.get_node_ids())
+        if len(nodes) >= count:
+            return nodes
+        if time.monotonic() > deadline:
+            raise ProtocolError(
+                f"only {len(nodes)} of {count} silos' SuperNodes connected within {CONNECT_TIMEOUT:g} s"
+            )
+        time.sleep(0.2)
