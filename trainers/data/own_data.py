@@ -119,12 +119,8 @@ def from_silos(
     `federated_data` would get with every record's silo named, and the same data comes back.
     """
     joined = silo_arrays(silos, test)
-    return federate_arrays(
-        joined.x,
-        joined.y,
-        joined.users,
-        joined.silos,
-        test=joined.test,
+    return _federate_joined(
+        joined,
         task=task,
         n_classes=n_classes,
         n_silos=None,
@@ -133,7 +129,6 @@ def from_silos(
         test_fraction=test_fraction,
         seed=seed,
         synthetic=synthetic,
-        where=joined.where,
     )
 
 
@@ -160,12 +155,8 @@ def from_datasets(
     naming its index.
     """
     joined = dataset_arrays(datasets, test)
-    return federate_arrays(
-        joined.x,
-        joined.y,
-        joined.users,
-        joined.silos,
-        test=joined.test,
+    return _federate_joined(
+        joined,
         task=task,
         n_classes=n_classes,
         n_silos=n_silos,
@@ -174,7 +165,13 @@ def from_datasets(
         test_fraction=test_fraction,
         seed=seed,
         synthetic=synthetic,
-        where=joined.where,
+    )
+
+
+def _federate_joined(joined: Any, **settings: Any) -> FederatedData:
+    """`federate_arrays` on per-silo records joined in silo order (`own_silos.Joined`)."""
+    return federate_arrays(
+        joined.x, joined.y, joined.users, joined.silos, test=joined.test, where=joined.where, **settings
     )
 
 

@@ -52,8 +52,6 @@ TRAIN_OPTIONS = (
     "device",
     "threads",
 )
-#: trainers.audit.DEFAULT_CANARIES and MAX_CANARIES, repeated so that parsing imports no torch
-#: (a test keeps them equal).
 #: `uldp train`'s settings that audit does not take, at the command's defaults (run_setup.prepare
 #: reads them): no secure aggregation, no per-user budgets, no dropouts, no target epsilon.
 NOT_AUDITED = {
@@ -74,6 +72,8 @@ NOT_AUDITED = {
     "n_max": None,
     "threshold": None,
 }
+#: trainers.audit.DEFAULT_CANARIES and MAX_CANARIES, repeated so that parsing imports no torch
+#: (a test keeps them equal).
 DEFAULT_CANARIES = 1000
 MAX_CANARIES = 100_000
 #: trainers.algorithms.faults.FAULTS' names, repeated for the same reason.
