@@ -153,6 +153,24 @@ def test_bad_keywords_are_refused_by_name(keywords: dict, named: str) -> None:
     assert named in str(refused.value) and "\n" not in str(refused.value)
 
 
+@pytest.mark.parametrize(
+    ("keywords", "said"),
+    [
+        ({"model": "no_such_file.py:make"}, "model: no such file 'no_such_file.py'"),
+        ({"data": "no_such_file.py:load"}, "data: no such file 'no_such_file.py'"),
+        ({"loss": "hinge"}, "loss must be one of cross_entropy"),
+        ({"metric": "recall"}, "metric must be one of"),
+    ],
+)
+def test_the_calls_refusals_name_its_keywords_not_the_commands_options(keywords: dict, said: str) -> None:
+    """The preparation `uldp train` shares says `--model: ...`; the call says `model: ...`."""
+    data = federated_data([[0.0], [1.0]] * 5, [0, 1] * 5, list(range(10)), n_silos=1)
+    given = {"model": None, "data": data, **keywords}
+    with pytest.raises(uldp.InvalidParameter) as refused:
+        uldp.train(given.pop("model"), given.pop("data"), rounds=1, **given)
+    assert str(refused.value).startswith(said) and "--" not in str(refused.value).split()[0]
+
+
 def test_a_data_name_that_is_not_built_in_is_refused() -> None:
     with pytest.raises(uldp.InvalidParameter, match="built-in data set"):
         uldp.train(None, "cifar", rounds=1)

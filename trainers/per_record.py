@@ -58,3 +58,10 @@ def per_record_gradients(model: nn.Module, loss_fn: LossFn) -> PerRecord:
         return vmapped(params, x, y) if runs else looped(params, x, y)
 
     return gradients
+
+
+def path_taken(model: nn.Module) -> str | None:
+    """ "vmap" or "loop": how this process computed `model`'s per-record gradients, None before
+    any (a run's summary says it: a loop is far slower, and the user may want to know why)."""
+    runs = _VMAP_RUNS.get(model)
+    return None if runs is None else "vmap" if runs else "loop"

@@ -453,6 +453,12 @@ def chosen_path(model: nn.Module, loss_fn: LossFn, x: torch.Tensor, y: torch.Ten
     return known[loss_fn]
 
 
+def path_taken(model: nn.Module, loss_fn: LossFn) -> str | None:
+    """The path `chosen_path` decided for (model, loss) in this process, None if none was (no
+    batched per-user training ran here: the loop was asked for, or the silos trained elsewhere)."""
+    return _PATHS.get(model, {}).get(loss_fn)
+
+
 def set_path(model: nn.Module, loss_fn: LossFn, path: str) -> None:
     """Make `chosen_path` answer `path` for (model, loss): for a caller that measured the paths
     (benchmarks/per_user_training.py --path), or one that must compare them."""

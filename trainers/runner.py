@@ -818,4 +818,18 @@ def _summary(
         "elapsed_s": last.get("elapsed_s"),
     }
     out.update(algorithm.summary_fields())
+    path = _training_path(cfg, ctx)
+    if path is not None:
+        out["training_path"] = path
     return out
+
+
+def _training_path(cfg: TrainConfig, ctx: Context) -> str | None:
+    """How this process trained: per user ("stacked", "vmap" or "loop", per_user.chosen_path) or
+    per record ("vmap" or "loop" gradients, per_record); None where the silos trained in other
+    processes (the Flower engine) or no batched step ran."""
+    from . import per_record, per_user
+
+    if not cfg.batched:
+        return "loop"
+    return per_user.path_taken(ctx.model, ctx.loss_fn) or per_record.path_taken(ctx.model)

@@ -3,12 +3,14 @@
 Flower adds record- and client-level DP to an existing app by wrapping what it has
 (`DifferentialPrivacyServerSideFixedClipping(strategy, ...)`, `ClientApp(mods=[fixedclipping_mod])`);
 these two add user-level DP (ULDP-FL's ULDP-AVG and ULDP-SGD: per-user clipping at each silo,
-noise shares and accounting at the server) the same way:
+noise shares and accounting at the server; ULDP-AVG-w and ULDP-SGD-w with Protocol 1's private
+weighting, `secure=True`) the same way:
 
     from uldp.flower import UserLevelDP, user_level_mod
 
     app = ClientApp(mods=[user_level_mod(Net, load_records)])            # client_app.py
     strategy = UserLevelDP(FedAvg(), users=40, silos=3, sigma=1.0)       # server_app.py
+    strategy = UserLevelDP.from_run_config(FedAvg(), context.run_config) # or from the run config
 
 `UserLevelDP` (uldp.trainers.flower.user_strategy) plans each round, aggregates the silos'
 sums of clipped deltas and logs the user-level epsilon each round; `user_level_mod`

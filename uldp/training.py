@@ -20,13 +20,14 @@ an unknown keyword or one the algorithm does not read included.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from .errors import InvalidParameter, UldpError
+from .errors import DataError, InvalidParameter, UldpError
 
 if TYPE_CHECKING:
     from uldp.accountants.statements.statement import Statement
@@ -244,7 +245,7 @@ def train(
     )
     chosen, _ = chosen_settings(settings, personal)
     tracker = trackers(tensorboard, mlflow)  # a missing package is said before the data loads
-    with tracker:
+    with _keywords_named(), tracker:
         prepared, cfg = prepare(settings, chosen, personal)
         from uldp.trainers.runner import train as run_rounds
 
@@ -279,6 +280,30 @@ def train(
         files=_run_files(result, prepared, cfg, settings),
         settings={**settings, **chosen, "sigma": cfg.sigma},
     )
+
+
+#: The options of `uldp train` whose refusals (made in the shared preparation and the model's
+#: checks, which name the command's option) name a keyword of `uldp.train` instead.
+_KEYWORDS = {"--model": "model", "--data": "data", "--loss": "loss", "--metric": "metric"}
+
+
+@contextlib.contextmanager
+def _keywords_named() -> Iterator[None]:
+    """A refusal that starts with one of `uldp train`'s options (`--model: ...`) raised again
+    naming the call's keyword (`model: ...`): the caller of `uldp.train` gave no option."""
+    try:
+        yield
+    except (InvalidParameter, DataError) as error:
+        text = str(error)
+        for option, word in _KEYWORDS.items():
+            rest = text[len(option) :]
+            if (
+                type(error) in (InvalidParameter, DataError)
+                and text.startswith(option)
+                and rest[:1] in (":", " ")
+            ):
+                raise type(error)(word + rest) from error
+        raise
 
 
 def _data_settings(data: Any, settings: dict[str, Any]) -> dict[str, Any]:

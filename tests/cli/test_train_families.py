@@ -28,7 +28,6 @@ HEADINGS = [
     "ULDP-FL algorithms",
     "rPDP-FL algorithms",
     "Dropout-robust algorithm",
-    "Subject-level algorithms",
     "Engine",
     "Output",
     "Other options",

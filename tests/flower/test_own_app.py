@@ -2,7 +2,7 @@
 converted by `UserLevelDP` (the strategy wrapper) and `user_level_mod` (the ClientApp mod).
 
 Its rounds equal `uldp train --engine local`'s (runner.train with the app's own model factory,
-the app's records as `uldp train --data task.py:load_all` reads them, the same seeds) to 1e-6,
+the app's records as `uldp train --data task.py:all_records` reads them, the same seeds) to 1e-6,
 and each round logs its user-level epsilon. The fast tests carry the app's messages in this
 process (`LoopbackGrid`: the real ServerApp main, ClientApp and mod; only the transport is a
 function call); the slow ones run it with `flwr run`, on Flower's simulation engine (Ray) and
@@ -16,6 +16,7 @@ import difflib
 import logging
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -147,7 +148,7 @@ def run_main(server_app, grid, run_config: dict, monkeypatch) -> tuple[UserLevel
 def local_run(task, **settings):
     """The same run by `uldp train --engine local`: the app's model and records, the same seeds."""
     cfg = TrainConfig(**{"algo": "uldp-avg", "rounds": 2, "seed": 0, "noise_seed": 1, **settings})
-    return train(as_federated(task.load_all(SILOS)), cfg, model=task.Net)
+    return train(as_federated(task.all_records(SILOS)), cfg, model=task.Net)
 
 
 def assert_same_run(history: list[dict], params: dict, local) -> None:
@@ -306,7 +307,7 @@ def test_the_models_buffers_reach_the_silos_and_the_run_equals_the_local_engine(
     net.shift.fill_(0.5)  # the server's value; a silo's factory builds 0
     strategy, result = start_run(LoopbackGrid(mod_app(Shifted, task.load_records), RUN_CONFIG), net, 1)
     cfg = TrainConfig(algo="uldp-avg", rounds=1, seed=0, noise_seed=1, sigma=1.0, lr=0.1)
-    local = train(as_federated(task.load_all(SILOS)), cfg, model=net)
+    local = train(as_federated(task.all_records(SILOS)), cfg, model=net)
     final = result.arrays.to_torch_state_dict()
     assert final.pop("shift").tolist() == [0.5] * 8  # kept as the server set it
     assert_same_run(strategy.history, final, local)
@@ -427,10 +428,11 @@ def test_a_new_runs_setup_evicts_the_silo_cache_of_other_runs(app, server_identi
 @pytest.mark.parametrize(
     "settings, said",
     [
-        ({"secure": True}, "secure: Protocol 1 is not available"),
-        ({"algo": "uldp-avg-w"}, "algo: uldp-avg-w needs Protocol 1, which is not yet wired through"),
-        ({"algo": "uldp-sgd-w"}, "use uldp-avg or uldp-sgd, or `uldp train --engine flower --secure`"),
-        ({"algo": "uldp-naive"}, "algo must be one of uldp-avg, uldp-sgd"),
+        ({"secure": True}, "secure: Protocol 1 computes the weights n_su / N_u of uldp-avg-w and"),
+        ({"algo": "uldp-avg-w"}, "algo: uldp-avg-w weights each user by n_su / N_u, which a Flower app"),
+        ({"algo": "uldp-sgd-w", "secure": False}, "computes only by Protocol 1: give secure=True"),
+        ({"algo": "uldp-avg-w", "secure": True, "key_bits": 1024}, "key_bits 1024 < 2048 is insecure"),
+        ({"algo": "uldp-naive"}, "algo must be one of uldp-avg, uldp-sgd, uldp-avg-w, uldp-sgd-w"),
         ({"users": 0}, "users must be an integer >= 1"),
         ({"sigma": -1.0}, "sigma must be > 0"),
     ],
@@ -440,6 +442,105 @@ def test_settings_it_cannot_run_are_refused_in_one_line(settings, said):
     with pytest.raises(InvalidParameter, match=re.escape(said)) as caught:
         UserLevelDP(FedAvg(), **given)
     assert "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "settings",
+    [
+        dict(algo="uldp-avg-w", sigma=1.0, lr=0.1),
+        dict(algo="uldp-sgd-w", sigma=2.0, clip=0.5, lr=0.2, user_q=0.5, local_epochs=2),
+    ],
+    ids=["uldp-avg-w", "uldp-sgd-w-sampled"],
+)
+def test_the_w_algorithms_run_protocol_1_and_equal_the_local_engine(app, server_identity, settings, caplog):
+    """ULDP-AVG-w / -SGD-w through the app: Protocol 1's setup and rounds as train messages the
+    mod answers, the weighted sum equal to the in-process protocol's (`uldp train --secure`)."""
+    from flwr.app import ArrayRecord
+
+    task, client_app, _ = app
+    seen: list[tuple[list, list]] = []
+
+    def watch(messages, replies):
+        seen.append((messages, replies))
+        return replies
+
+    secure = dict(secure=True, test_keys=True, key_bits=512)
+    strategy = UserLevelDP(
+        FedAvg(fraction_evaluate=0.0), users=40, silos=SILOS, noise_seed=1, **settings, **secure
+    )
+    torch.manual_seed(0)
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        result = strategy.start(
+            LoopbackGrid(client_app.app, RUN_CONFIG, tamper=watch), ArrayRecord(task.Net().state_dict()), 2
+        )
+    local = local_run(task, **settings, **secure)
+    assert_same_run(strategy.history, result.arrays.to_torch_state_dict(), local)
+    steps = [m[0].content["uldp"]["step"] for m, _ in seen if m]
+    assert steps == ["setup", "protocol1", "protocol1", "protocol1", "round", "round"]
+    # The server reads no silo's counts and no silo's message in the clear: the setup reply says
+    # a record count only, each round's reply is one masked, encrypted envelope.
+    for _, replies in seen:
+        for reply in replies:
+            kinds = set(reply.content.keys())
+            assert kinds <= {"uldp.setup", "protocol1", "reply"}, kinds
+            assert not reply.content.array_records
+    said = caplog.text
+    assert "uldp: assumes weights: w = n_su / N_u (Eq. 3) through Protocol 1" in said
+    assert "Protocol 1 (ULDP-FL §4.1): the server decrypts only the sum over silos" in said
+    assert "test_keys: Protocol 1 runs on small test keys, which are NOT secure" in said
+
+
+def test_a_protocol_1_step_in_a_run_without_it_is_refused(app, server_identity):
+    task, client_app, _ = app
+    kept: dict = {}
+
+    def keep(messages, replies):
+        if messages:
+            kept.setdefault("setup", messages[0])
+        return replies
+
+    grid = LoopbackGrid(client_app.app, RUN_CONFIG, tamper=keep)
+    torch.manual_seed(0)
+    start_run(grid, task.Net(), rounds=1)
+    step = Message(kept["setup"].content, dst_node_id=100, message_type="train")
+    step.content["uldp"]["step"] = "protocol1"
+    step.metadata.__dict__["_message_id"] = "step"
+    reply = client_app.app(step, grid.contexts[100])
+    assert reply.content["uldp.error"]["message"] == "a Protocol 1 step arrived in a run without secure=True"
+
+
+def test_from_run_config_reads_flowers_keys_and_keywords_win():
+    run_config = {
+        "users": 40,
+        "silos": 3,
+        "sigma": 2.0,
+        "user-q": 0.5,
+        "lr": 0.2,
+        "local-epochs": 2,
+        "algo": "uldp-sgd",
+        "noise-seed": "",
+        "batch-size": 32,
+        "num-server-rounds": 3,
+    }
+    strategy = UserLevelDP.from_run_config(FedAvg(), run_config, clip=0.5)
+    cfg = strategy.cfg
+    assert (cfg.algo, cfg.sigma, cfg.user_q, cfg.lr, cfg.local_epochs, cfg.clip) == (
+        "uldp-sgd",
+        2.0,
+        0.5,
+        0.2,
+        2,
+        0.5,
+    )
+    assert (strategy.n_users, strategy.n_silos, strategy.noise_fixed) == (40, 3, False)
+    assert cfg.local_batch_size is None  # the app's batch-size is its own loaders'
+    assert UserLevelDP.from_run_config(FedAvg(), run_config, sigma=3.0).cfg.sigma == 3.0
+    secure = UserLevelDP.from_run_config(
+        FedAvg(), {**run_config, "algo": "uldp-avg-w", "secure": True, "key-bits": 2048}
+    )
+    assert (secure.cfg.algo, secure.cfg.secure, secure.cfg.key_bits) == ("uldp-avg-w", True, 2048)
+    with pytest.raises(InvalidParameter, match=r"^silos: the run config has no 'silos'; add `silos = N`"):
+        UserLevelDP.from_run_config(FedAvg(), {"users": 40})
 
 
 def test_importing_uldp_and_uldp_flower_loads_no_flower():
@@ -468,7 +569,7 @@ def test_docs_show_the_apps_real_diff_and_it_stays_small():
     shown = re.search(r"## Your own Flower app.*?```diff\n(.*?)```", doc, re.S)
     assert shown is not None and shown.group(1) == diff
     changed = [line for line in diff.splitlines() if line[:1] in "+-" and line[:3] not in ("+++", "---")]
-    assert len(changed) <= 40
+    assert len(changed) <= 22
 
 
 # ------------------------------------------------------------------------ slow: real engines
@@ -494,8 +595,9 @@ def stop_marked(mark: str) -> None:
 
 @pytest.mark.slow
 def test_flwr_run_in_simulation_gives_the_local_engines_run(app, tmp_path):
-    """`flwr run examples/flower/own_app_uldp local`: Flower's managed local SuperLink runs the
-    app on its simulation engine (Ray), one simulated SuperNode per partition."""
+    """`flwr run examples/flower/own_app_uldp local` with ULDP-AVG-w under Protocol 1: Flower's
+    managed local SuperLink runs the app on its simulation engine (Ray), one simulated SuperNode
+    per partition."""
     task = app[0]
     mark = new_mark()
     bin_dir = Path(sys.executable).parent
@@ -508,8 +610,15 @@ def test_flwr_run_in_simulation_gives_the_local_engines_run(app, tmp_path):
         "FLWR_LOCAL_CONTROL_API_PORT": str(free_port()),
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",  # this interpreter's Flower
     }
+    # ULDP-AVG-w through Protocol 1 (test-sized keys), chosen in the app's run config as a user
+    # would: Flower accepts --run-config overrides only for keys the app declares, so the copy
+    # declares them. The TLS deployment below runs the example as it is (ULDP-AVG).
+    copy = tmp_path / "own_app_uldp"
+    shutil.copytree(CONVERTED, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    with open(copy / "pyproject.toml", "a") as config:
+        config.write('algo = "uldp-avg-w"\nsecure = true\ntest-keys = true\nkey-bits = 512\n')
     final = tmp_path / "final.pt"
-    command = [str(bin_dir / "flwr"), "run", str(CONVERTED), "local", "--stream"]
+    command = [str(bin_dir / "flwr"), "run", str(copy), "local", "--stream"]
     command += ["--federation-config", f"num-supernodes={SILOS}"]
     # One round, no evaluation: what `flwr run` adds is shown by one; two rounds' equality is the
     # fast tests'.
@@ -522,7 +631,9 @@ def test_flwr_run_in_simulation_gives_the_local_engines_run(app, tmp_path):
     finally:
         stop_marked(mark)
     assert proc.returncode == 0 and final.exists(), proc.stdout[-3000:] + proc.stderr[-3000:]
-    local = local_run(task, sigma=1.0, lr=0.1, rounds=1)
+    assert "uldp: Protocol 1 set up in" in proc.stdout
+    secure = dict(algo="uldp-avg-w", secure=True, test_keys=True, key_bits=512)
+    local = local_run(task, sigma=1.0, lr=0.1, rounds=1, **secure)
     for row in local.history:
         assert f"uldp: round {row['round']}: user-level epsilon {row['epsilon']:.4g}" in proc.stdout
     params = torch.load(final)

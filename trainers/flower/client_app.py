@@ -35,13 +35,13 @@ from flwr.clientapp import ClientApp
 from uldp.errors import ProtocolError, UldpError
 
 from . import records
+from .protocol1 import PARTY as _PARTY  # the Protocol 1 party, as bytes
 from .working_set import WorkingSet
 
 app = ClientApp()
 
 _STATE = "uldp"  # ConfigRecord in context.state: the run as the silo knows it
 _SILO_STATE = "uldp_silo_state"  # ArrayRecord: the algorithm's silo state from the server
-_PARTY = "uldp_protocol1"  # ConfigRecord: the Protocol 1 party, as bytes
 _PHASE_STORE = "uldp_phase_store"  # ArrayRecord: what a phased algorithm keeps between its phases
 
 

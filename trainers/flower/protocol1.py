@@ -43,14 +43,13 @@ if TYPE_CHECKING:
     from uldp.crypto.channel import Envelope
 
     from ..algorithms.base import TrainConfig
-    from .records import RunDescription
     from .working_set import WorkingSet
 
 #: One message round with silos (`server.FlowerSilos.exchange`): contents by silo, the message
 #: type, the round (0: setup); the replies' contents by silo.
 Exchange = Callable[[dict[int, RecordDict], str, int], dict[int, RecordDict]]
 
-_PARTY = "uldp_protocol1"
+PARTY = "uldp_protocol1"  # ConfigRecord in a silo node's context.state: its party, as bytes
 
 
 @dataclass(frozen=True)
@@ -92,14 +91,15 @@ def _record(**values: Any) -> RecordDict:
 
 class ServerParty:
     """The aggregation server A of Protocol 1, its setup run over the message rounds `exchange`
-    holds with the silos of `run`."""
+    holds with `silos` silos of `users` users, on messages of `dimension` numbers (uldp's own
+    ServerApp, server.py, and a user's app wrapped by `user_strategy.UserLevelDP`)."""
 
-    def __init__(self, exchange: Exchange, run: RunDescription, cfg: TrainConfig) -> None:
+    def __init__(self, exchange: Exchange, silos: int, users: int, dimension: int, cfg: TrainConfig) -> None:
         from uldp.crypto.protocol import AggregationServer, session_params
 
-        n = run.n_silos
+        n = silos
         self.params, keypair = session_params(
-            n, run.n_users, run.n_params, key_bits=cfg.key_bits, test_keys=cfg.test_keys
+            n, users, dimension, key_bits=cfg.key_bits, test_keys=cfg.test_keys
         )
         self.server = AggregationServer(self.params, keypair)
         encoding = self.params.encoding
@@ -183,15 +183,15 @@ def _params(cfg: TrainConfig, working: WorkingSet, encoding: list) -> Any:
 def _load_party(context: Context, working: WorkingSet) -> Any:
     from uldp.crypto.protocol import Silo
 
-    if _PARTY not in context.state:
+    if PARTY not in context.state:
         raise ProtocolError("a Protocol 1 message arrived before the protocol's start")
-    stored = context.state[_PARTY]
+    stored = context.state[PARTY]
     params = _params(working.cfg, working, json.loads(str(stored["encoding"])))
     return Silo.restore(_bytes(stored, "party"), params)
 
 
 def _save_party(context: Context, party: Any, encoding: str) -> None:
-    context.state[_PARTY] = ConfigRecord({"party": party.export_state(), "encoding": encoding})
+    context.state[PARTY] = ConfigRecord({"party": party.export_state(), "encoding": encoding})
 
 
 def silo_step(content: RecordDict, context: Context, working: WorkingSet) -> RecordDict:
@@ -218,7 +218,7 @@ def silo_step(content: RecordDict, context: Context, working: WorkingSet) -> Rec
         _save_party(context, party, encoding)
         return reply
     party = _load_party(context, working)
-    encoding = str(context.state[_PARTY]["encoding"])
+    encoding = str(context.state[PARTY]["encoding"])
     if step == "keys":
         party.receive_paillier_key(loads(_bytes(record, "paillier")))
         party.receive_dh_keys(loads(_bytes(record, "dh_keys")))
@@ -252,7 +252,7 @@ def masked_reply(
     envelope = loads(_bytes(record, "envelope"))
     rows, noise = protocol_inputs(update, working.ctx.n_users)
     masked = party.masked_sum(envelope, rows, noise)
-    _save_party(context, party, str(context.state[_PARTY]["encoding"]))
+    _save_party(context, party, str(context.state[PARTY]["encoding"]))
     return RecordDict(
         {
             "reply": ConfigRecord({"round": round, "silo": working.data.silo, "kind": "masked"}),

@@ -157,7 +157,9 @@ class FlowerSilos:
 
             self.say("setting up Protocol 1 (keys, pairwise seeds)...")
             began = time.perf_counter()
-            self.protocol = ServerParty(self.exchange, self.run, cfg)
+            self.protocol = ServerParty(
+                self.exchange, self.run.n_silos, self.run.n_users, self.run.n_params, cfg
+            )
             algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
             self.say(f"Protocol 1 set up in {time.perf_counter() - began:.1f} s")
         return algorithm, counts

@@ -15,14 +15,18 @@ giving this silo's training records with a user id per record, `(x, y, users)`, 
 the keywords it names among `context`, `partition_id`, `num_partitions`, `node_config` and
 `run_config`. User ids are integers in [0, users), the same user the same id in every silo.
 
-Two train messages (records kept in `user_strategy`'s words):
+Its train messages (records kept in `user_strategy`'s words):
 
 - setup: the run's settings and the initial model (every array: the silo keeps its buffers,
   which the rounds never send) in; this silo's number (its node config's `partition-id`), record
   count and parameter names out. The silo draws its noise entropy here (128 bits from
   `secrets`, never sent) unless the server sent a fixed noise seed (experiments).
+- protocol1 (only with the server's `secure=True`, three before round 1): one setup step of
+  Protocol 1 (ULDP-FL §4.1) at this silo, `protocol1.silo_step`: its party from its own counts
+  n_{s,.}, kept in the node's state between messages.
 - round t: the global model and the round's plan in (records.py's own records), the algorithm's
-  message out; silo s draws from round_rngs(entropy, t)[1][s], the in-process stream. A round
+  message out (under Protocol 1 masked and encrypted, `protocol1.masked_reply`); silo s draws
+  from round_rngs(entropy, t)[1][s], the in-process stream. A round
   at or below the last one answered is refused: answering it again would send the same noise
   draw on another model, and the difference of two replies has none.
 
@@ -46,6 +50,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Context, Message, MessageType, R
 from uldp.errors import DataError, InvalidParameter, ProtocolError, UldpError
 
 from . import records as wire
+from .protocol1 import PARTY
 from .working_set import WorkingSet
 
 if TYPE_CHECKING:
@@ -69,7 +74,8 @@ RecordsFn = Callable[..., Any]
 
 
 def user_level_mod(model: Any, records: RecordsFn, *, loss: Any = None, task: str | None = None) -> Mod:
-    """A Flower mod that trains `UserLevelDP`'s rounds with per-user clipping (ULDP-AVG).
+    """A Flower mod that trains `UserLevelDP`'s rounds with per-user clipping (ULDP-AVG, -SGD;
+    their -w variants through Protocol 1).
 
     `model`: the app's model as a factory (its class, or a function; called with the keywords it
     names among `feature_shape` and `task`), an `nn.Module` (deep-copied) or a reference
@@ -100,8 +106,11 @@ def user_level_mod(model: Any, records: RecordsFn, *, loss: Any = None, task: st
             return call_next(message, context)
         try:
             header: Any = message.content[SETTINGS]
-            if header.get("step") == "setup":
+            step = header.get("step")
+            if step == "setup":
                 return _setup(message, context, make)
+            if step == "protocol1":
+                return _protocol1(message, context, make)
             return _round(message, context, make)
         except (UldpError, ValueError, KeyError) as error:
             text = " ".join(str(error).split()) or type(error).__name__
@@ -155,6 +164,7 @@ def _setup(message: Message, context: Context, make: Callable[..., WorkingSet]) 
         }
     )
     context.state[_BUFFERS] = initial
+    context.state.pop(PARTY, None)  # an earlier run's Protocol 1 party
     working = make(context)
     # Only the buffers are kept: the rounds send the parameters.
     context.state[_BUFFERS] = ArrayRecord({k: initial[k] for k in initial.keys() if k not in working.like})
@@ -164,17 +174,36 @@ def _setup(message: Message, context: Context, make: Callable[..., WorkingSet]) 
     return Message(content, reply_to=message)
 
 
+def _run_state(content: Any, context: Context, what: str) -> Any:
+    """The run as this silo knows it, refused for a message of another run (`what` names it)."""
+    if _STATE not in context.state:
+        raise ProtocolError(f"{what} arrived before the setup message")
+    state: Any = context.state[_STATE]
+    if str(content[SETTINGS].get("job", "")) != str(state["job"]):
+        raise ProtocolError(f"{what} of another run arrived (its job differs from the setup's)")
+    return state
+
+
+def _protocol1(message: Message, context: Context, make: Callable[..., WorkingSet]) -> Message:
+    """One setup step of Protocol 1 at this silo (protocol1.silo_step: its party from this silo's
+    own counts n_su, kept in the node's state between messages)."""
+    from .protocol1 import silo_step
+
+    _run_state(message.content, context, "a Protocol 1 step")
+    working = make(context)
+    if not working.cfg.secure:
+        raise ProtocolError("a Protocol 1 step arrived in a run without secure=True")
+    return Message(silo_step(message.content, context, working), reply_to=message)
+
+
 def _round(message: Message, context: Context, make: Callable[..., WorkingSet]) -> Message:
-    """Round t: the algorithm's silo update on this silo's records."""
+    """Round t: the algorithm's silo update on this silo's records (in the clear, or masked and
+    encrypted under Protocol 1)."""
     from ..round_rngs import round_rngs
 
-    if _STATE not in context.state:
-        raise ProtocolError("a round arrived before the setup message")
-    state: Any = context.state[_STATE]
     content: Any = message.content
+    state = _run_state(content, context, "a round")
     t = int(content[SETTINGS]["round"])
-    if str(content[SETTINGS].get("job", "")) != str(state["job"]):
-        raise ProtocolError("a round of another run arrived (its job differs from the setup's)")
     if t <= int(state.get("answered", 0)):
         raise ProtocolError(f"round {t} was already answered; a silo never draws a round's noise twice")
     working = make(context)
@@ -184,6 +213,10 @@ def _round(message: Message, context: Context, make: Callable[..., WorkingSet]) 
     _, rngs = round_rngs(working.entropy, t, n_silos)
     update = working.algorithm.silo_update(working.data, params, plan, working.ctx, working.cfg, rngs[silo])
     state["answered"] = t  # before the reply leaves: this round's noise is spent
+    if working.cfg.secure:
+        from .protocol1 import masked_reply
+
+        return Message(masked_reply(content, context, working, update, t), reply_to=message)
     return Message(wire.reply_record(update, t), reply_to=message)
 
 

@@ -21,15 +21,21 @@ Evaluation rounds are the wrapped strategy's (their replies are the app's own, n
 epsilon covers the training messages and the model, as with Flower's DP wrappers); its training
 config and aggregation are replaced (`start` warns when it is given one or overrides
 `aggregate_train`). With the same model, records, seed and noise seed the rounds equal `uldp
-train --engine local`'s (tests/flower/test_own_app.py). Protocol 1 (`secure=True`) is not wired
-through a user's app, so neither are the -w algorithms, whose server would otherwise see each
-user's clipped delta: both are refused in one line (use `uldp train --engine flower --secure`,
-trainers/flower/protocol1.py).
+train --engine local`'s (tests/flower/test_own_app.py).
+
+ULDP-AVG-w and ULDP-SGD-w (weights n_{s,u} / N_u, ULDP-FL Eq. 3) run only with `secure=True`:
+Protocol 1 (§4.1; protocol1.py, the same message rounds as `uldp train --engine flower
+--secure`) computes the weights under Paillier encryption and multiplicative blinding, its setup
+three more train messages to every silo before round 1, each round's message carrying
+Enc(B_inv(N_u)) and each silo answering only its masked, encrypted sum. No party learns another
+silo's n_{s,u}; the server decrypts only the sum over silos. Without it the server would need
+every n_{s,u} and see each silo's weighted message, so the -w algorithms are refused in the clear.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import secrets
 import time
@@ -52,12 +58,22 @@ if TYPE_CHECKING:
     import torch
 
     from ..algorithms.base import Algorithm, Context, RoundPlan, TrainConfig
+    from .protocol1 import ServerParty
 
-#: The algorithms a user's app can run: per-user clipping (ULDP-FL Algorithm 3), whose silo
-#: update needs no other message than the round's. Not the -w ones: without Protocol 1 a silo
-#: would send each user's clipped delta in the clear.
-ALGORITHMS = ("uldp-avg", "uldp-sgd")
+#: The algorithms a user's app can run: per-user clipping (ULDP-FL Algorithms 3-4); the -w ones
+#: (weights n_su / N_u) only through Protocol 1 (`secure=True`).
+ALGORITHMS = ("uldp-avg", "uldp-sgd", "uldp-avg-w", "uldp-sgd-w")
+WEIGHTED = ("uldp-avg-w", "uldp-sgd-w")
 CONNECT_TIMEOUT = 120.0  # seconds to wait for every silo's SuperNode
+#: `UserLevelDP.from_run_config`: a Flower run config's key (Flower's hyphenated style; `lr` and
+#: `local-epochs` are the quickstart's own) -> the keyword it sets.
+RUN_CONFIG_KEYS = {
+    key: key.replace("-", "_")
+    for key in (
+        "users silos algo sigma clip local-epochs lr global-lr user-q local-batch-size delta "
+        "noise-seed secure key-bits test-keys batched timeout"
+    ).split()
+}
 
 
 class UserLevelDP(Strategy):
@@ -65,11 +81,13 @@ class UserLevelDP(Strategy):
 
     `users`: how many users the federation has (user ids 0..users-1 across silos); `silos`: how
     many SuperNodes train (partition-id 0..silos-1), every one of them in every round. The rest
-    are `uldp train`'s options: `algo` (uldp-avg or uldp-sgd), `sigma`,
-    `clip`, `local_epochs`, `lr`, `global_lr`, `user_q`, `local_batch_size`, `delta`,
-    `noise_seed` (None or "": 128 fresh bits per party; an integer replays a run and is NOT
-    private against anyone who knows it), `batched`, `timeout` (seconds to wait for the silos'
-    replies, in the setup and in every round). `on_round(row)` hears each round's row (round,
+    are `uldp train`'s options: `algo` (uldp-avg, uldp-sgd; uldp-avg-w or uldp-sgd-w with
+    `secure=True`), `sigma`, `clip`, `local_epochs`, `lr`, `global_lr`, `user_q`,
+    `local_batch_size`, `delta`, `noise_seed` (None or "": 128 fresh bits per party; an integer
+    replays a run and is NOT private against anyone who knows it), `secure` (Protocol 1 for the
+    -w weights), `key_bits` (its Paillier and DH keys, 3072 by default, at least 2048),
+    `test_keys` (small keys, for tests only: NOT secure), `batched`, `timeout` (seconds to wait
+    for the silos' replies, in the setup and in every round). `on_round(row)` hears each round's row (round,
     epsilon, server_epsilon with user sampling, delta, sampled_users); `history` keeps them.
     """
 
@@ -90,6 +108,8 @@ class UserLevelDP(Strategy):
         delta: float = 1e-5,
         noise_seed: int | str | None = None,
         secure: bool = False,
+        key_bits: int = 3072,
+        test_keys: bool = False,
         batched: bool = True,
         timeout: float = 600.0,
         on_round: Callable[[dict], None] | None = None,
@@ -97,22 +117,25 @@ class UserLevelDP(Strategy):
         from ..algorithms.base import TrainConfig
 
         super().__init__()
-        if algo in ("uldp-avg-w", "uldp-sgd-w"):
-            raise InvalidParameter(
-                f"algo: {algo} needs Protocol 1, which is not yet wired through a user's app (its "
-                "server would see each user's clipped delta); use uldp-avg or uldp-sgd, or "
-                "`uldp train --engine flower --secure`"
-            )
         if algo not in ALGORITHMS:
             raise InvalidParameter(
                 f"algo must be one of {', '.join(ALGORITHMS)} for a Flower app, got {algo!r}"
             )
-        if secure:
+        if algo in WEIGHTED and secure is not True:
             raise InvalidParameter(
-                "secure: Protocol 1 is not available through uldp.flower's wrapper of an app's own "
-                "strategy; run `uldp train --engine flower --secure` for it, or give secure=False "
-                "(the server then sees the weights n_su and each silo's message)"
+                f"algo: {algo} weights each user by n_su / N_u, which a Flower app computes only by "
+                "Protocol 1: give secure=True (the server then sees masked, encrypted sums only), "
+                "or use uldp-avg / uldp-sgd (weights 1/|S|)"
             )
+        if secure is True and algo not in WEIGHTED:
+            raise InvalidParameter(
+                f"secure: Protocol 1 computes the weights n_su / N_u of {' and '.join(WEIGHTED)}; "
+                f"{algo} weights 1/|S| and needs none: give algo='{algo}-w' or secure=False"
+            )
+        if secure is True:
+            from uldp.crypto.paillier import check_key_bits
+
+            check_key_bits(key_bits, test_keys=test_keys)  # before any silo is contacted
         for name, value in (("users", users), ("silos", silos)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidParameter(f"{name} must be an integer >= 1, got {value!r}")
@@ -135,10 +158,30 @@ class UserLevelDP(Strategy):
             local_batch_size=local_batch_size,
             delta=delta,
             noise_seed=noise_seed,
+            secure=bool(secure),
+            key_bits=key_bits,
+            test_keys=test_keys,
             batched=batched,
         )
         self.history: list[dict] = []
         self._reset()
+
+    @classmethod
+    def from_run_config(cls, strategy: Strategy, run_config: Any, **overrides: Any) -> UserLevelDP:
+        """`strategy` wrapped with the settings a Flower run config holds (the app's
+        `[tool.flwr.app.config]`, `flwr run --run-config`): each key of `RUN_CONFIG_KEYS` it has
+        (`users`, `silos`, `sigma`, `algo`, `user-q`, `secure`, the quickstart's `lr` and
+        `local-epochs`...); `overrides` (keywords) win over the run config. Keys it does not
+        know are the app's own and are left alone; `users` and `silos` must be given."""
+        settings = {word: run_config[key] for key, word in RUN_CONFIG_KEYS.items() if key in run_config}
+        settings.update(overrides)
+        for word in ("users", "silos"):
+            if word not in settings:
+                raise InvalidParameter(
+                    f"{word}: the run config has no {word!r}; add `{word} = N` to the app's "
+                    f"[tool.flwr.app.config] (or give {word}=N)"
+                )
+        return cls(strategy, **settings)
 
     def _reset(self) -> None:
         self.nodes: dict[int, int] = {}  # silo -> node id
@@ -149,6 +192,7 @@ class UserLevelDP(Strategy):
         self._round: tuple[int, ArrayRecord, dict[str, torch.Tensor], RoundPlan] | None = None
         self._sent: dict[int, Message] = {}  # silo -> the round's message to it
         self._initial: ArrayRecord | None = None  # the model `start` was given
+        self.protocol: ServerParty | None = None  # Protocol 1's server, under secure=True
 
     def __repr__(self) -> str:
         return f"User-level DP strategy wrapper ({self.cfg.algo}, ULDP-FL Algorithms 3-4)"
@@ -204,14 +248,21 @@ class UserLevelDP(Strategy):
         log(INFO, "\t│\t├── %d users over %d silos, user q %g", self.n_users, self.n_silos, cfg.user_q)
         log(INFO, "\t│\t├── noise multiplier %g, clipping bound %g, delta %g", cfg.sigma, cfg.clip, cfg.delta)
         log(INFO, "\t│\t└── local epochs %d, lr %g, global lr %g", cfg.local_epochs, cfg.lr, cfg.global_lr)
+        aggregation = (
+            "Protocol 1 (ULDP-FL §4.1): the server decrypts only the sum over silos of their "
+            "masked, encrypted messages; the epsilon covers that sum and the model"
+            if cfg.secure
+            else "in the clear at the server: the epsilon covers the training messages' aggregate "
+            "and the model; the server sees each silo's message (its noise share only)"
+        )
         assumptions = {
             **make_algorithm(cfg, [], "").run_assumptions(cfg, self.n_silos),
-            "aggregation": "in the clear at the server: the epsilon covers the training messages' "
-            "aggregate and the model; the server sees each silo's message (its noise share only), and "
-            "the app's evaluate replies are not noised",
+            "aggregation": aggregation + "; the app's evaluate replies are not noised",
         }
         for key, text in assumptions.items():
             log(INFO, "uldp: assumes %s: %s", key, text)
+        if cfg.test_keys:
+            log(WARNING, "uldp: test_keys: Protocol 1 runs on small test keys, which are NOT secure")
         if self.noise_fixed:
             log(
                 WARNING,
@@ -243,9 +294,18 @@ class UserLevelDP(Strategy):
         self._round = (server_round, arrays, params, plan)
         model = records.params_record(params)
         header = ConfigRecord({"step": "round", "round": server_round, "job": self.job})
+        # Protocol 1 round (a): each silo's copy of Enc(B_inv(N_u)) for the sampled users.
+        weights = self.protocol.round_records(server_round, plan.sampled) if self.protocol else {}
         self._sent = {
             silo: Message(
-                RecordDict({SETTINGS: header, PARAMS: model, PLAN: records.plan_record(plan, silo)}),
+                RecordDict(
+                    {
+                        SETTINGS: header,
+                        PARAMS: model,
+                        PLAN: records.plan_record(plan, silo),
+                        **weights.get(silo, {}),
+                    }
+                ),
                 dst_node_id=node,
                 message_type=MessageType.TRAIN,
             )
@@ -265,20 +325,26 @@ class UserLevelDP(Strategy):
         assert self.algorithm is not None and self.ctx is not None
         _, arrays, params, plan = self._round
         cfg = self._cfg(server_round)
-        contents = self._answers(list(replies), server_round)
+        contents = self._answers(list(replies), self._sent, server_round)
         like = next(iter(params.values()))
-        messages = [
-            records.read_reply(
-                contents[silo],
-                silo=silo,
-                round=server_round,
-                expected=self.algorithm.reply_type(cfg),
-                n_params=self.ctx.n_params,
-                n_users=self.n_users,
-                like=like,
-            )
-            for silo in range(self.n_silos)
-        ]
+        messages: list = (
+            [
+                records.read_reply(
+                    contents[silo],
+                    silo=silo,
+                    round=server_round,
+                    expected=self.algorithm.reply_type(cfg),
+                    n_params=self.ctx.n_params,
+                    n_users=self.n_users,
+                    like=like,
+                )
+                for silo in range(self.n_silos)
+            ]
+            if self.protocol is None
+            else [
+                self.protocol.read_masked(contents[silo], silo, server_round) for silo in range(self.n_silos)
+            ]
+        )
         params = self.algorithm.aggregate(params, messages, plan, self.ctx, cfg)
         if not all(bool(p.isfinite().all()) for p in params.values()):
             raise TrainingDiverged(server_round, 0.0, get_algorithm(cfg.algo).options, cfg.user_q)
@@ -410,13 +476,50 @@ class UserLevelDP(Strategy):
         self.algorithm = make_algorithm(cfg, [], "")
         model = cast(Any, None)  # the server never runs the model: plan and aggregation only
         self.ctx = Context(model, cast(Any, None), self.n_users, self.n_silos, n_params, None)
+        if cfg.secure:
+            from .protocol1 import ServerParty
 
-    def _answers(self, replies: list[Message], server_round: int) -> dict[int, RecordDict]:
-        """Each silo's reply content, by silo; a silo that failed, refused or did not answer stops
-        the run (its noise share is part of every round's noise)."""
+            began = time.perf_counter()
+            exchange = functools.partial(self._exchange, grid)
+            self.protocol = ServerParty(exchange, self.n_silos, self.n_users, n_params, cfg)
+            self.algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
+            log(
+                INFO,
+                "uldp: Protocol 1 set up in %.1f s (keys, pairwise seeds, blinded histograms)",
+                time.perf_counter() - began,
+            )
+
+    def _exchange(
+        self, grid: Grid, contents: dict[int, RecordDict], kind: str, round: int
+    ) -> dict[int, RecordDict]:
+        """One setup step of Protocol 1 (protocol1.ServerParty's `exchange`): `contents` by silo
+        as train messages the silos' mod answers, their replies' contents by silo. `kind` is
+        uldp's own ServerApp's message type, the same step for every silo here."""
+        header = ConfigRecord({"step": "protocol1", "job": self.job})
+        sent = {
+            silo: Message(
+                RecordDict({SETTINGS: header, **dict(content.items())}),
+                dst_node_id=self.nodes[silo],
+                message_type=MessageType.TRAIN,
+            )
+            for silo, content in contents.items()
+        }
+        replies = list(grid.send_and_receive(list(sent.values()), timeout=self.timeout))
+        return self._answers(replies, sent, round, expected=set(contents))
+
+    def _answers(
+        self,
+        replies: list[Message],
+        sent: dict[int, Message],
+        server_round: int,
+        expected: set[int] | None = None,
+    ) -> dict[int, RecordDict]:
+        """Each silo's reply content to the messages `sent` (by silo), by silo; a silo of
+        `expected` (all of them by default) that failed, refused or did not answer stops the run
+        (its noise share is part of every round's noise; Protocol 1's setup needs every silo)."""
         # A reply is the answer to the message whose id it names, never filed by its source: the
         # SuperLink answers for a SuperNode gone offline from its own node id (server.py).
-        by_id = {message.metadata.message_id: silo for silo, message in self._sent.items()}
+        by_id = {message.metadata.message_id: silo for silo, message in sent.items()}
         out: dict[int, RecordDict] = {}
         for reply in replies:
             silo = by_id.get(reply.metadata.reply_to_message_id)
@@ -427,7 +530,8 @@ class UserLevelDP(Strategy):
             if silo in out:
                 raise ProtocolError(f"{who} answered round {server_round} twice")
             out[silo] = content
-        absent = [f"silo {s} (SuperNode {self.nodes[s]})" for s in range(self.n_silos) if s not in out]
+        wanted = range(self.n_silos) if expected is None else sorted(expected)
+        absent = [f"silo {s} (SuperNode {self.nodes[s]})" for s in wanted if s not in out]
         if absent:
             raise records.SiloFailed(absent, server_round, "did not answer")
         return out

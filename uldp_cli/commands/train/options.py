@@ -15,6 +15,7 @@ from ...options import (
     SEED_MAX,
     AlgorithmChoice,
     AlgorithmOption,
+    EpsilonBudget,
     IntegerIn,
     Interval,
     NoiseMultiplier,
@@ -298,6 +299,15 @@ PRIVACY = OptionGroup.of(
         default=None,
         help=f"Noise multiplier, in [1e-6, 1e6] ({describe('sigma')}; with per-record or per-user budgets: "
         "calibrated to them).",
+    ),
+    click.option(
+        "--epsilon",
+        type=EpsilonBudget(),
+        default=None,
+        help="A target instead of --sigma, the noise calibrated to it before round 1: uldp-*: the "
+        "user-level epsilon (released model) after --rounds, as `uldp calibrate --algo`; userldp/"
+        "localgroupdp/higradavgdp: the worst subject's federation-wide epsilon after --rounds "
+        "(localitemdp: its item-level epsilon).",
     ),
     click.option(
         "--clip",

@@ -73,7 +73,12 @@ def render(
     kind = "SYNTHETIC data" if data.synthetic else "real data"
     notes = [
         f"{summary['algo']} on {data.name} ({kind}), {summary['users']} users, {summary['silos']} "
-        f"silos, model {summary['model']} ({summary['parameters']} parameters)",
+        f"silos, model {summary['model']} ({summary['parameters']} parameters"
+        + (
+            f", trained {_PATHS.get(summary['training_path'], summary['training_path'])})"
+            if summary.get("training_path")
+            else ")"
+        ),
         _settings(summary, defaulted),
         *family.notes(summary, result.history),
         *_target_note(summary, result.history, target),
@@ -126,6 +131,14 @@ def _startup_note(summary: dict) -> list[str]:
     if summary.get("startup_s") is None:
         return []
     return [f"engine start-up: {summary['startup_s']:.1f} s before round 1, not counted in elapsed s"]
+
+
+#: How `summary["training_path"]` reads in the notes (runner._training_path).
+_PATHS = {
+    "stacked": "batched (stacked weights)",
+    "vmap": "batched (vmap)",
+    "loop": "one at a time (the loop)",
+}
 
 
 def _settings(summary: dict, defaulted: list[str]) -> str:

@@ -10,23 +10,14 @@ import click
 from click.core import ParameterSource
 
 from ...option_groups import OptionGroup
-from ...options import EpsilonBudget, given_source
+from ...options import given_source
 from ...render import format_cell
 from .family import Column, Family
 from .render import sampling_notes, user_epsilon_columns
 
-OPTIONS = OptionGroup.of(
-    "Subject-level algorithms",
-    click.option(
-        "--epsilon",
-        type=EpsilonBudget(),
-        default=None,
-        help="userldp/localgroupdp/higradavgdp: calibrate the noise so that the worst subject's "
-        "federation-wide epsilon after --rounds is at most this (localitemdp: its item-level epsilon); "
-        "uldp-*: the user-level epsilon (released model) after --rounds, as `uldp calibrate --algo`; "
-        "instead of --sigma.",
-    ),
-)
+# Its one option, --epsilon, is read by the plan-accounted uldp-* algorithms too: it is listed
+# under Privacy (options.py), so the family adds no heading of its own.
+OPTIONS = OptionGroup.of("Subject-level algorithms")
 
 
 def check_subject(ctx: click.Context, algo, sigma, epsilon, allocation, alpha):

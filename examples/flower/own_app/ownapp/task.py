@@ -42,9 +42,9 @@ def _records(count: int, rng: np.random.Generator, users: np.ndarray) -> tuple[n
     return x.astype(np.float32), y.astype(np.int64)
 
 
-def _all_records(num_partitions: int) -> dict[str, np.ndarray]:
-    """Every partition's records: training records with their user and partition, test records
-    with their partition."""
+def all_records(num_partitions: int = 3) -> dict[str, np.ndarray]:
+    """Every partition's records: training records with their user and partition (silo), test
+    records with their partition."""
     rng = np.random.default_rng(2)
     users = rng.permutation(np.arange(RECORDS) % USERS)  # every user holds 15 records
     x, y = _records(RECORDS, rng, users)
@@ -54,18 +54,18 @@ def _all_records(num_partitions: int) -> dict[str, np.ndarray]:
         "x": x,
         "y": y,
         "users": users,
-        "partitions": rng.integers(0, num_partitions, RECORDS),
+        "silos": rng.integers(0, num_partitions, RECORDS),
         "x_test": x_test,
         "y_test": y_test,
-        "partitions_test": rng.integers(0, num_partitions, TEST_RECORDS),
+        "silos_test": rng.integers(0, num_partitions, TEST_RECORDS),
     }
 
 
 def load_data(partition_id: int, num_partitions: int, batch_size: int) -> tuple[DataLoader, DataLoader]:
     """Partition `partition_id`'s training and test loaders."""
-    data = _all_records(num_partitions)
-    mine = data["partitions"] == partition_id
-    test = data["partitions_test"] == partition_id
+    data = all_records(num_partitions)
+    mine = data["silos"] == partition_id
+    test = data["silos_test"] == partition_id
     train_set = TensorDataset(torch.as_tensor(data["x"][mine]), torch.as_tensor(data["y"][mine]))
     test_set = TensorDataset(torch.as_tensor(data["x_test"][test]), torch.as_tensor(data["y_test"][test]))
     trainloader = DataLoader(train_set, batch_size=batch_size, shuffle=True)

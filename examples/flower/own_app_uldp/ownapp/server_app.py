@@ -17,7 +17,6 @@ def main(grid: Grid, context: Context) -> None:
     """Main entry point for the ServerApp."""
     # Read run config
     num_rounds: int = context.run_config["num-server-rounds"]
-    lr: float = context.run_config["lr"]
 
     # Load global model (the seed makes the initial weights a public, reproducible choice)
     torch.manual_seed(context.run_config["seed"])
@@ -25,15 +24,8 @@ def main(grid: Grid, context: Context) -> None:
     arrays = ArrayRecord(global_model.state_dict())
 
     # Initialize FedAvg strategy
-    strategy = UserLevelDP(
-        FedAvg(fraction_evaluate=context.run_config["fraction-evaluate"]),
-        users=context.run_config["users"],
-        silos=context.run_config["silos"],
-        sigma=context.run_config["sigma"],
-        lr=lr,
-        local_epochs=context.run_config["local-epochs"],
-        noise_seed=context.run_config["noise-seed"],
-    )
+    strategy = FedAvg(fraction_evaluate=context.run_config["fraction-evaluate"])
+    strategy = UserLevelDP.from_run_config(strategy, context.run_config)
 
     # Start strategy, run FedAvg for `num_rounds`
     result = strategy.start(
