@@ -44,7 +44,8 @@ def slow_entries(durations: str, threshold: float, load: float) -> list[str]:
         if not match:
             continue
         seconds, phase, node = float(match[1]) / load, match[2], match[3]
-        function = node.split("[", 1)[0]
+        # pytest-xdist's loadgroup names a grouped test `...::test@group`; the list names tests.
+        function = node.split("[", 1)[0].split("@", 1)[0]
         per_function[function] += seconds
         if phase == "setup":
             module_setup[function.split("::", 1)[0]] = max(module_setup[function.split("::", 1)[0]], seconds)
