@@ -27,6 +27,47 @@ from uldp.errors import InvalidParameter
 
 from .defaults import train_defaults
 
+#: `uldp train`'s defaults of the settings that depend on neither the data set nor the algorithm
+#: and that the call takes as keywords (`uldp.training.ALGORITHM_SETTINGS`) or `uldp audit`
+#: leaves at their defaults (audit's NOT_AUDITED): one table for both, which
+#: tests/test_library_training.py holds equal to the command's Click defaults.
+SETTING_DEFAULTS: dict[str, Any] = {
+    "users": None,
+    "silos": None,
+    "allocation": "uniform",
+    "alpha": None,
+    "labels_per_user": None,
+    "data_path": None,
+    "user_column": None,
+    "label_column": None,
+    "silo_column": None,
+    "task": "binary",
+    "global_lr": None,
+    "batch_size": 32,
+    "local_batch_size": None,
+    "local_steps": None,
+    "silo_q": None,
+    "group_k": "median",
+    "secure": False,
+    "key_bits": 3072,
+    "test_keys": False,
+    "loop": False,
+    "epsilon": None,
+    "metrics_path": None,
+    "budgets_file": None,
+    "user_budgets": None,
+    "distribution": None,
+    "budget_column": None,
+    "threat_model": None,
+    "dropout": None,
+    "dropout_at": None,
+    "dropout_schedule": None,
+    "calibration": None,
+    "min_weight_sum": None,
+    "n_max": None,
+    "threshold": None,
+}
+
 #: The settings whose defaults depend on the (data set, algorithm): trainers/defaults.py.
 DEFAULTED = ("users", "rounds", "sigma", "lr", "global_lr", "local_epochs", "model")
 

@@ -580,7 +580,7 @@ def run(
             if on_round is not None:
                 on_round(row)
 
-    summary = _summary(cfg, data, own.name, ctx, history, algorithm)
+    summary = _summary(cfg, data, own.name, ctx, history, algorithm, in_process=isinstance(silos, LocalSilos))
     if personal is not None:
         summary["budget_check"] = personal.check(len(history))
         summary["tiers"] = [dataclasses.asdict(tier) for tier in personal.tiers]
@@ -785,7 +785,14 @@ def _with_entropy(cfg: TrainConfig, state: dict | None) -> TrainConfig:
 
 
 def _summary(
-    cfg: TrainConfig, data, model_name: str, ctx: Context, history: list[dict], algorithm: Algorithm
+    cfg: TrainConfig,
+    data,
+    model_name: str,
+    ctx: Context,
+    history: list[dict],
+    algorithm: Algorithm,
+    *,
+    in_process: bool = True,
 ) -> dict:
     metric = data.metric
     last = history[-1] if history else {}
@@ -818,7 +825,7 @@ def _summary(
         "elapsed_s": last.get("elapsed_s"),
     }
     out.update(algorithm.summary_fields())
-    path = _training_path(cfg, ctx)
+    path = _training_path(cfg, ctx) if in_process else None
     if path is not None:
         out["training_path"] = path
     return out
@@ -826,8 +833,8 @@ def _summary(
 
 def _training_path(cfg: TrainConfig, ctx: Context) -> str | None:
     """How this process trained: per user ("stacked", "vmap" or "loop", per_user.chosen_path) or
-    per record ("vmap" or "loop" gradients, per_record); None where the silos trained in other
-    processes (the Flower engine) or no batched step ran."""
+    per record ("vmap" or "loop" gradients, per_record); None where no batched step ran. Only
+    for silos in this process (the Flower engine's silos decide in their own)."""
     from . import per_record, per_user
 
     if not cfg.batched:

@@ -28,44 +28,19 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 from .errors import DataError, InvalidParameter, UldpError
+from .trainers.run_setup import SETTING_DEFAULTS
 
 if TYPE_CHECKING:
     from uldp.accountants.statements.statement import Statement
     from uldp.trainers.run_record import RunFiles
 
 #: The keywords `**algorithm_settings` may hold, with `uldp train`'s defaults: the options of
-#: the algorithm families and of the data, by the command's parameter names.
+#: the algorithm families and of the data, by the command's parameter names (the call names
+#: `secure`, `epsilon` and `metrics` itself; a budgets CSV is the command's `--epsilon-csv`).
 ALGORITHM_SETTINGS: dict[str, Any] = {
-    "users": None,
-    "silos": None,
-    "allocation": "uniform",
-    "alpha": None,
-    "labels_per_user": None,
-    "data_path": None,
-    "user_column": None,
-    "label_column": None,
-    "silo_column": None,
-    "task": "binary",
-    "global_lr": None,
-    "batch_size": 32,
-    "local_batch_size": None,
-    "local_steps": None,
-    "silo_q": None,
-    "group_k": "median",
-    "key_bits": 3072,
-    "test_keys": False,
-    "loop": False,
-    "user_budgets": None,
-    "distribution": None,
-    "budget_column": None,
-    "threat_model": None,
-    "dropout": None,
-    "dropout_at": None,
-    "dropout_schedule": None,
-    "calibration": None,
-    "min_weight_sum": None,
-    "n_max": None,
-    "threshold": None,
+    name: default
+    for name, default in SETTING_DEFAULTS.items()
+    if name not in ("secure", "epsilon", "metrics_path", "budgets_file")
 }
 
 

@@ -433,6 +433,13 @@ def test_a_new_runs_setup_evicts_the_silo_cache_of_other_runs(app, server_identi
         ({"algo": "uldp-sgd-w", "secure": False}, "computes only by Protocol 1: give secure=True"),
         ({"algo": "uldp-avg-w", "secure": True, "key_bits": 1024}, "key_bits 1024 < 2048 is insecure"),
         ({"algo": "uldp-naive"}, "algo must be one of uldp-avg, uldp-sgd, uldp-avg-w, uldp-sgd-w"),
+        (
+            {"algo": "uldp-avg-w", "secure": True, "key_bits": 512, "test_keys": "false"},
+            "test_keys must be True",
+        ),
+        ({"secure": 1}, "secure must be True or False, got 1"),
+        ({"batched": "false"}, "batched must be True or False, got 'false'"),
+        ({"timeout": 0}, "timeout must be a number of seconds > 0"),
         ({"users": 0}, "users must be an integer >= 1"),
         ({"sigma": -1.0}, "sigma must be > 0"),
     ],
@@ -477,13 +484,21 @@ def test_the_w_algorithms_run_protocol_1_and_equal_the_local_engine(app, server_
     assert_same_run(strategy.history, result.arrays.to_torch_state_dict(), local)
     steps = [m[0].content["uldp"]["step"] for m, _ in seen if m]
     assert steps == ["setup", "protocol1", "protocol1", "protocol1", "round", "round"]
-    # The server reads no silo's counts and no silo's message in the clear: the setup reply says
-    # a record count only, each round's reply is one masked, encrypted envelope.
-    for _, replies in seen:
+    # The server reads nothing of a silo's records in the clear: the setup reply says which silo
+    # and the parameter names, each round's reply is one masked, encrypted envelope.
+    for messages, replies in seen:
         for reply in replies:
             kinds = set(reply.content.keys())
             assert kinds <= {"uldp.setup", "protocol1", "reply"}, kinds
             assert not reply.content.array_records
+            if "uldp.setup" in kinds:
+                assert set(reply.content["uldp.setup"].keys()) == {"silo", "params"}
+        # Nor are the silos told who is sampled (Protocol 1 step 2(a)): every user is marked.
+        for message in messages:
+            if message.content["uldp"]["step"] == "round":
+                assert message.content["uldp.plan"]["sampled"].numpy().all()
+    if settings.get("user_q", 1.0) < 1:
+        assert all(0 < row["sampled_users"] < 40 for row in strategy.history)  # the server did sample
     said = caplog.text
     assert "uldp: assumes weights: w = n_su / N_u (Eq. 3) through Protocol 1" in said
     assert "Protocol 1 (ULDP-FL §4.1): the server decrypts only the sum over silos" in said
@@ -507,6 +522,61 @@ def test_a_protocol_1_step_in_a_run_without_it_is_refused(app, server_identity):
     step.metadata.__dict__["_message_id"] = "step"
     reply = client_app.app(step, grid.contexts[100])
     assert reply.content["uldp.error"]["message"] == "a Protocol 1 step arrived in a run without secure=True"
+
+
+def test_a_runs_setup_sent_again_is_refused_and_never_replays_its_noise(app, server_identity):
+    """A server (or anyone on the wire) that sends a run's setup again after round 1 would, were
+    it taken, restart the run on the silo's cached entropy: round 1's noise again on another
+    model. The silo sets a run up once."""
+    task, client_app, _ = app
+    kept: dict = {}
+
+    def keep(messages, replies):
+        if messages:
+            kept.setdefault("setup", messages[0])
+        return replies
+
+    grid = LoopbackGrid(client_app.app, RUN_CONFIG, tamper=keep)
+    torch.manual_seed(0)
+    start_run(grid, task.Net(), rounds=1)
+    again = Message(kept["setup"].content, dst_node_id=100, message_type="train")
+    again.metadata.__dict__["_message_id"] = "again"
+    reply = client_app.app(again, grid.contexts[100])
+    job = kept["setup"].content["uldp"]["job"]
+    assert reply.content["uldp.error"]["message"] == (
+        f"run {job} was already set up on this silo; a silo sets up a run once"
+    )
+
+
+def test_each_start_draws_the_servers_entropy_afresh(app, server_identity):
+    task, client_app, _ = app
+    strategy = UserLevelDP(FedAvg(fraction_evaluate=0.0), users=40, silos=SILOS, sigma=1.0, user_q=0.5)
+    drawn = []
+    for _ in range(2):
+        start_run(LoopbackGrid(client_app.app, RUN_CONFIG), task.Net(), strategy=strategy)
+        drawn.append(strategy.cfg.noise_seed)
+    assert drawn[0] != drawn[1] and not strategy.noise_fixed
+
+
+def test_from_run_config_refuses_a_value_of_the_wrong_type_naming_the_key():
+    from uldp.trainers.flower.user_strategy import _RUN_CONFIG_TYPES, RUN_CONFIG_KEYS
+
+    assert set(_RUN_CONFIG_TYPES) == set(RUN_CONFIG_KEYS)
+    base = {"users": 40, "silos": 3}
+    for key, value, said in [
+        ("test-keys", "false", "run config test-keys: expected true or false, got 'false'"),
+        ("sigma", "1.0", "run config sigma: expected a number, got '1.0'"),
+        ("users", 40.0, "run config users: expected an integer, got 40.0"),
+        ("local-epochs", True, "run config local-epochs: expected an integer, got True"),
+        ("noise-seed", 1.5, 'run config noise-seed: expected an integer, or "" for fresh noise, got 1.5'),
+    ]:
+        with pytest.raises(InvalidParameter) as refused:
+            UserLevelDP.from_run_config(FedAvg(), {**base, key: value})
+        assert str(refused.value) == said
+    assert (
+        UserLevelDP.from_run_config(FedAvg(), {**base, "local-batch-size": ""}).cfg.local_batch_size is None
+    )
+    assert UserLevelDP.from_run_config(FedAvg(), {**base, "local-batch-size": 4}).cfg.local_batch_size == 4
 
 
 def test_from_run_config_reads_flowers_keys_and_keywords_win():

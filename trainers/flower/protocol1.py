@@ -208,8 +208,9 @@ def silo_step(content: RecordDict, context: Context, working: WorkingSet) -> Rec
         counts = np.bincount(working.data.users, minlength=working.ctx.n_users)
         limit = params.encoding.n_max // params.silos
         if counts.max(initial=0) > limit:
+            # The refusal reaches the server: it says the bound, never the silo's own n_su.
             raise ProtocolError(
-                f"silo {silo}: a user holds {int(counts.max())} records here; Protocol 1 is exact for "
+                f"silo {silo}: a user holds more than {limit} records here; Protocol 1 is exact for "
                 f"N_u <= N_max = {params.encoding.n_max} and, as no party knows N_u, each of the "
                 f"{params.silos} silos keeps n_su <= {limit}"
             )

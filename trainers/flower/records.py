@@ -127,10 +127,13 @@ def read_params(record: ArrayRecord, like: dict[str, torch.Tensor]) -> dict[str,
     return out
 
 
-def plan_record(plan: RoundPlan, silo: int) -> ArrayRecord:
+def plan_record(plan: RoundPlan, silo: int, *, hide_sample: bool = False) -> ArrayRecord:
     """What silo s needs of the plan: U_t, its own weights row (never another silo's) and, where
-    silos are sampled (rpdp, unidp), whether it takes part."""
-    values = {"sampled": plan.sampled.astype(np.uint8)}
+    silos are sampled (rpdp, unidp), whether it takes part. `hide_sample` (Protocol 1, whose
+    Enc(B_inv(N_u)) is Enc(0) for a user not sampled so that the silos cannot tell, ULDP-FL §4.1
+    step 2(a)): every user marked sampled, the silo training all of its own users."""
+    sampled = np.ones_like(plan.sampled) if hide_sample else plan.sampled
+    values = {"sampled": sampled.astype(np.uint8)}
     if plan.weights is not None:
         values["weights"] = np.asarray(plan.weights[silo], dtype=np.float64)
     if plan.silos is not None:

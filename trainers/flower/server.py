@@ -201,7 +201,7 @@ class FlowerSilos:
                 {
                     "round": ConfigRecord({"round": round, "silo": s}),
                     "params": model,
-                    "plan": records.plan_record(plan, s),
+                    "plan": records.plan_record(plan, s, hide_sample=self.protocol is not None),
                     **extra.get(s, {}),
                 }
             )

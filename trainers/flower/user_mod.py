@@ -18,9 +18,11 @@ the keywords it names among `context`, `partition_id`, `num_partitions`, `node_c
 Its train messages (records kept in `user_strategy`'s words):
 
 - setup: the run's settings and the initial model (every array: the silo keeps its buffers,
-  which the rounds never send) in; this silo's number (its node config's `partition-id`), record
-  count and parameter names out. The silo draws its noise entropy here (128 bits from
-  `secrets`, never sent) unless the server sent a fixed noise seed (experiments).
+  which the rounds never send) in; this silo's number (its node config's `partition-id`) and
+  the model's parameter names out, nothing of its records. The silo draws its noise entropy
+  here (128 bits from `secrets`, never sent) unless the server sent a fixed noise seed
+  (experiments). A run (its `job`) is set up once per node: set up again, it would restart
+  at round 1 on the same entropy.
 - protocol1 (only with the server's `secure=True`, three before round 1): one setup step of
   Protocol 1 (ULDP-FL §4.1) at this silo, `protocol1.silo_step`: its party from its own counts
   n_{s,.}, kept in the node's state between messages.
@@ -61,11 +63,12 @@ if TYPE_CHECKING:
 SETTINGS = "uldp"  # ConfigRecord: step ("setup" or "round"), the run's settings, the round
 PARAMS = "uldp.params"  # ArrayRecord: the global model's parameters
 PLAN = "uldp.plan"  # ArrayRecord: records.plan_record of the round
-SETUP = "uldp.setup"  # ConfigRecord reply: silo, record count, parameter names
+SETUP = "uldp.setup"  # ConfigRecord reply: silo, parameter names
 REFUSED = "uldp.error"  # ConfigRecord reply: why the silo refused the message, one line
 
 _STATE = "uldp.user_mod"  # ConfigRecord in context.state: the run as this silo knows it
 _BUFFERS = "uldp.user_mod.buffers"  # ArrayRecord in context.state: the model's arrays the rounds omit
+_JOBS = "uldp.user_mod.jobs"  # ConfigRecord in context.state: the runs (jobs) set up on this node
 
 # (run, node, job) -> working set, per worker process.
 _CACHE: dict[tuple[int, int, str], WorkingSet] = {}
@@ -150,8 +153,15 @@ def _setup(message: Message, context: Context, make: Callable[..., WorkingSet]) 
     seed = str(run.get("noise_seed", ""))
     entropy = int(seed) if seed else secrets.randbits(128)
     job = str(run["job"])
-    for key in [k for k in _CACHE if k[0] != context.run_id or (k[1] == context.node_id and k[2] != job)]:
-        del _CACHE[key]  # another run's (or this node's earlier run's) records and model
+    jobs: Any = context.state.get(_JOBS, ConfigRecord({"jobs": []}))
+    if job in list(jobs["jobs"]):
+        # Set up again, the run would restart at round 1 from a cached working set of the old
+        # entropy: the same noise on another model, which the difference of two replies removes.
+        raise ProtocolError(f"run {job} was already set up on this silo; a silo sets up a run once")
+    jobs["jobs"] = [*list(jobs["jobs"]), job]
+    context.state[_JOBS] = jobs
+    for key in [k for k in _CACHE if k[0] != context.run_id or k[1] == context.node_id]:
+        del _CACHE[key]  # another run's, or this node's earlier runs', records and model
     context.state[_STATE] = ConfigRecord(
         {
             "config": str(run["config"]),
@@ -168,9 +178,9 @@ def _setup(message: Message, context: Context, make: Callable[..., WorkingSet]) 
     working = make(context)
     # Only the buffers are kept: the rounds send the parameters.
     context.state[_BUFFERS] = ArrayRecord({k: initial[k] for k in initial.keys() if k not in working.like})
-    content = RecordDict(
-        {SETUP: ConfigRecord({"silo": silo, "records": working.data.size, "params": list(working.like)})}
-    )
+    # Which silo this is and the model's parameter names: nothing of its records (not even their
+    # count, which the server does not need).
+    content = RecordDict({SETUP: ConfigRecord({"silo": silo, "params": list(working.like)})})
     return Message(content, reply_to=message)
 
 

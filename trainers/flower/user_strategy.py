@@ -7,8 +7,8 @@ same way and makes its training rounds ULDP-AVG or ULDP-SGD (ULDP-FL Algorithm 3
 (trainers/algorithms: `plan_round`, `silo_update`, `aggregate`), nothing written again here:
 
 - before round 1 (in `configure_train`): one setup message to every silo (the run's settings
-  and the initial model, whose buffers the silo keeps; back: which silo each SuperNode is, its
-  record count, the model's parameter names);
+  and the initial model, whose buffers the silo keeps; back: which silo each SuperNode is and
+  the model's parameter names);
 - each round: the round's plan drawn from round_rngs(entropy, t)[0] (user sampling, the same
   draws as `uldp train`'s round loop), the global model and the plan to every silo (all of them:
   each silo's noise share is calibrated to |S|), their messages checked (`records.read_reply`)
@@ -85,10 +85,11 @@ class UserLevelDP(Strategy):
     `secure=True`), `sigma`, `clip`, `local_epochs`, `lr`, `global_lr`, `user_q`,
     `local_batch_size`, `delta`, `noise_seed` (None or "": 128 fresh bits per party; an integer
     replays a run and is NOT private against anyone who knows it), `secure` (Protocol 1 for the
-    -w weights), `key_bits` (its Paillier and DH keys, 3072 by default, at least 2048),
-    `test_keys` (small keys, for tests only: NOT secure), `batched`, `timeout` (seconds to wait
-    for the silos' replies, in the setup and in every round). `on_round(row)` hears each round's row (round,
-    epsilon, server_epsilon with user sampling, delta, sampled_users); `history` keeps them.
+    -w weights), `key_bits` (its Paillier keys, 3072 by default, at least 2048; the DH group is
+    RFC 3526's fixed 3072-bit one), `test_keys` (Paillier keys from 256 bits, for tests only:
+    NOT secure), `batched`, `timeout` (seconds to wait for the silos' replies, in the setup and
+    in every round). `on_round(row)` hears each round's row (round, epsilon, server_epsilon with
+    user sampling, delta, sampled_users); `history` keeps them.
     """
 
     def __init__(
@@ -117,22 +118,25 @@ class UserLevelDP(Strategy):
         from ..algorithms.base import TrainConfig
 
         super().__init__()
+        for name, flag in (("secure", secure), ("test_keys", test_keys), ("batched", batched)):
+            if not isinstance(flag, bool):  # "false" is truthy: a string here would turn a flag on
+                raise InvalidParameter(f"{name} must be True or False, got {flag!r}")
         if algo not in ALGORITHMS:
             raise InvalidParameter(
                 f"algo must be one of {', '.join(ALGORITHMS)} for a Flower app, got {algo!r}"
             )
-        if algo in WEIGHTED and secure is not True:
+        if algo in WEIGHTED and not secure:
             raise InvalidParameter(
                 f"algo: {algo} weights each user by n_su / N_u, which a Flower app computes only by "
                 "Protocol 1: give secure=True (the server then sees masked, encrypted sums only), "
                 "or use uldp-avg / uldp-sgd (weights 1/|S|)"
             )
-        if secure is True and algo not in WEIGHTED:
+        if secure and algo not in WEIGHTED:
             raise InvalidParameter(
                 f"secure: Protocol 1 computes the weights n_su / N_u of {' and '.join(WEIGHTED)}; "
                 f"{algo} weights 1/|S| and needs none: give algo='{algo}-w' or secure=False"
             )
-        if secure is True:
+        if secure:
             from uldp.crypto.paillier import check_key_bits
 
             check_key_bits(key_bits, test_keys=test_keys)  # before any silo is contacted
@@ -141,10 +145,13 @@ class UserLevelDP(Strategy):
                 raise InvalidParameter(f"{name} must be an integer >= 1, got {value!r}")
         self.strategy = strategy
         self.n_users, self.n_silos = users, silos
-        self.timeout = timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise InvalidParameter(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        self.timeout = self._wait = float(timeout)
         self.on_round = on_round
         noise_seed = _noise_seed(noise_seed)
         self.noise_fixed = noise_seed is not None
+        self._noise_seed = noise_seed  # the user's: None draws the server's entropy afresh each run
         # Validated now (one line naming the setting), rounds set by `start`.
         self.cfg: TrainConfig = TrainConfig(
             algo=algo,
@@ -158,7 +165,7 @@ class UserLevelDP(Strategy):
             local_batch_size=local_batch_size,
             delta=delta,
             noise_seed=noise_seed,
-            secure=bool(secure),
+            secure=secure,
             key_bits=key_bits,
             test_keys=test_keys,
             batched=batched,
@@ -173,7 +180,11 @@ class UserLevelDP(Strategy):
         (`users`, `silos`, `sigma`, `algo`, `user-q`, `secure`, the quickstart's `lr` and
         `local-epochs`...); `overrides` (keywords) win over the run config. Keys it does not
         know are the app's own and are left alone; `users` and `silos` must be given."""
-        settings = {word: run_config[key] for key, word in RUN_CONFIG_KEYS.items() if key in run_config}
+        settings = {
+            word: _run_config_value(key, run_config[key])
+            for key, word in RUN_CONFIG_KEYS.items()
+            if key in run_config
+        }
         settings.update(overrides)
         for word in ("users", "silos"):
             if word not in settings:
@@ -208,12 +219,15 @@ class UserLevelDP(Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
     ) -> Result:
-        """Flower's `Strategy.start`, the rounds user-level DP: a fresh run each call. `timeout`
-        (None: the wrapper's `timeout`) bounds each round's wait for the replies, evaluation's
-        included."""
+        """Flower's `Strategy.start`, the rounds user-level DP: a fresh run each call (the
+        server's entropy drawn again unless a noise seed was given). `timeout` (None: the
+        wrapper's `timeout`) bounds each wait for the silos' replies: the setup's, Protocol 1's
+        steps', each round's and evaluation's."""
         from flwr.serverapp.strategy import FedAvg
 
-        self.cfg = dataclasses.replace(self.cfg, rounds=max(1, num_rounds))
+        # A fresh run: the server's entropy drawn again at setup unless the user fixed a seed.
+        self.cfg = dataclasses.replace(self.cfg, rounds=max(1, num_rounds), noise_seed=self._noise_seed)
+        self._wait = self.timeout if timeout is None else timeout
         self.history = []
         self._reset()
         self._initial = initial_arrays
@@ -302,7 +316,8 @@ class UserLevelDP(Strategy):
                     {
                         SETTINGS: header,
                         PARAMS: model,
-                        PLAN: records.plan_record(plan, silo),
+                        # Under Protocol 1 the silos are not told who is sampled (step 2(a)).
+                        PLAN: records.plan_record(plan, silo, hide_sample=self.protocol is not None),
                         **weights.get(silo, {}),
                     }
                 ),
@@ -431,7 +446,7 @@ class UserLevelDP(Strategy):
             )
             for node in node_ids
         ]
-        replies = list(grid.send_and_receive(messages, timeout=self.timeout))
+        replies = list(grid.send_and_receive(messages, timeout=self._wait))
         # Pushing a message gives it its id (the grid sets it on the object it was handed).
         destination = {m.metadata.message_id: m.metadata.dst_node_id for m in messages}
         names: list[str] | None = None
@@ -473,21 +488,23 @@ class UserLevelDP(Strategy):
                 raise ProtocolError(f"the global model has no parameter {name!r}, which the silos' model has")
         self.param_names = names
         n_params = sum(int(np.prod(arrays[name].shape)) for name in names)
-        self.algorithm = make_algorithm(cfg, [], "")
-        model = cast(Any, None)  # the server never runs the model: plan and aggregation only
-        self.ctx = Context(model, cast(Any, None), self.n_users, self.n_silos, n_params, None)
+        algorithm = make_algorithm(cfg, [], "")
         if cfg.secure:
             from .protocol1 import ServerParty
 
             began = time.perf_counter()
             exchange = functools.partial(self._exchange, grid)
             self.protocol = ServerParty(exchange, self.n_silos, self.n_users, n_params, cfg)
-            self.algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
+            algorithm.secure = self.protocol.weighted_sum  # type: ignore[attr-defined]
             log(
                 INFO,
                 "uldp: Protocol 1 set up in %.1f s (keys, pairwise seeds, blinded histograms)",
                 time.perf_counter() - began,
             )
+        # Set up only once everything is: a failed setup leaves the strategy to set up again.
+        model = cast(Any, None)  # the server never runs the model: plan and aggregation only
+        self.ctx = Context(model, cast(Any, None), self.n_users, self.n_silos, n_params, None)
+        self.algorithm = algorithm
 
     def _exchange(
         self, grid: Grid, contents: dict[int, RecordDict], kind: str, round: int
@@ -504,7 +521,7 @@ class UserLevelDP(Strategy):
             )
             for silo, content in contents.items()
         }
-        replies = list(grid.send_and_receive(list(sent.values()), timeout=self.timeout))
+        replies = list(grid.send_and_receive(list(sent.values()), timeout=self._wait))
         return self._answers(replies, sent, round, expected=set(contents))
 
     def _answers(
@@ -535,6 +552,32 @@ class UserLevelDP(Strategy):
         if absent:
             raise records.SiloFailed(absent, server_round, "did not answer")
         return out
+
+
+#: What each `from_run_config` key takes: (the Python types, in words). Flower's run config holds
+#: TOML's strings, integers, floats and booleans, never None: "" stands for None where None is
+#: the keyword's default (`local-batch-size`, `noise-seed`).
+_RUN_CONFIG_TYPES: dict[str, tuple[tuple[type, ...], str]] = {
+    **{key: ((int,), "an integer") for key in ("users", "silos", "local-epochs", "key-bits")},
+    **{
+        key: ((int, float), "a number")
+        for key in ("sigma", "clip", "lr", "global-lr", "user-q", "delta", "timeout")
+    },
+    **{key: ((bool,), "true or false") for key in ("secure", "test-keys", "batched")},
+    "algo": ((str,), "a string"),
+    "local-batch-size": ((int,), 'an integer, or "" for all of a user\'s records in one step'),
+    "noise-seed": ((int, str), 'an integer, or "" for fresh noise'),
+}
+
+
+def _run_config_value(key: str, value: Any) -> Any:
+    """The run config's `key` as UserLevelDP's keyword takes it, or one line naming the key."""
+    if key == "local-batch-size" and value == "":
+        return None
+    types, words = _RUN_CONFIG_TYPES[key]
+    if isinstance(value, bool) and bool not in types or not isinstance(value, types):
+        raise InvalidParameter(f"run config {key}: expected {words}, got {value!r}")
+    return value
 
 
 def _noise_seed(value: int | str | None) -> int | None:

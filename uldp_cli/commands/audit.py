@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from uldp.accountants.statements.audit_bound import MIN_CONFIDENCE
+from uldp.trainers.run_setup import SETTING_DEFAULTS
 
 from ..config import config_option
 from ..errors import library_errors
@@ -54,24 +55,25 @@ TRAIN_OPTIONS = (
 )
 #: `uldp train`'s settings that audit does not take, at the command's defaults (run_setup.prepare
 #: reads them): no secure aggregation, no per-user budgets, no dropouts, no target epsilon.
-NOT_AUDITED = {
-    "budgets_file": None,
-    "budget_column": None,
-    "user_budgets": None,
-    "threat_model": None,
-    "secure": False,
-    "key_bits": 3072,
-    "test_keys": False,
-    "epsilon": None,
-    "metrics_path": None,
-    "dropout": None,
-    "dropout_at": None,
-    "dropout_schedule": None,
-    "calibration": None,
-    "min_weight_sum": None,
-    "n_max": None,
-    "threshold": None,
-}
+NOT_AUDITED_NAMES = (
+    "budgets_file",
+    "budget_column",
+    "user_budgets",
+    "threat_model",
+    "secure",
+    "key_bits",
+    "test_keys",
+    "epsilon",
+    "metrics_path",
+    "dropout",
+    "dropout_at",
+    "dropout_schedule",
+    "calibration",
+    "min_weight_sum",
+    "n_max",
+    "threshold",
+)
+NOT_AUDITED = {name: SETTING_DEFAULTS[name] for name in NOT_AUDITED_NAMES}
 #: trainers.audit.DEFAULT_CANARIES and MAX_CANARIES, repeated so that parsing imports no torch
 #: (a test keeps them equal).
 DEFAULT_CANARIES = 1000
