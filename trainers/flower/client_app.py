@@ -17,6 +17,8 @@ Randomness: silo s draws round t's noise and sampling from round_rngs(entropy, t
 stream as in process). The entropy is the run's --noise-seed when the user fixed it (then the
 server sends it, and the run is reproducible, not private against whoever knows it), otherwise
 128 bits the silo draws from `secrets` and never sends: the server cannot remove a silo's noise.
+Nor can it make a silo draw the same noise twice: a silo sets a run (its job) up once, answers
+each round once and in order, and each phase of a round once; a message asking again is refused.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ app = ClientApp()
 _STATE = "uldp"  # ConfigRecord in context.state: the run as the silo knows it
 _SILO_STATE = "uldp_silo_state"  # ArrayRecord: the algorithm's silo state from the server
 _PHASE_STORE = "uldp_phase_store"  # ArrayRecord: what a phased algorithm keeps between its phases
+_JOBS = "uldp_jobs"  # ConfigRecord: the runs (jobs) set up on this node, each once
 
 
 # (run, node, job) -> working set. A job is one training run of the server's: a Flower run may
@@ -103,8 +106,19 @@ def setup(message: Message, context: Context) -> Message:
         raise ProtocolError("the server asked for the record owners in a --secure run; refused")
     seed = run.get("noise_seed", "")
     entropy = int(seed) if seed else secrets.randbits(128)
+    job = str(run["job"])
+    jobs: Any = context.state.get(_JOBS, ConfigRecord({"jobs": []}))
+    if job in list(jobs["jobs"]):
+        # Set up again, the run's cached working set (its entropy) would answer its rounds again:
+        # the same noise on another model, which the difference of two replies removes.
+        raise ProtocolError(f"run {job} was already set up on this silo; a silo sets up a run once")
+    jobs["jobs"] = [*list(jobs["jobs"]), job]
+    context.state[_JOBS] = jobs
     state = dict(run)
-    state.update({"silo": silo, "data_file": str(data_file), "entropy": str(entropy)})
+    # answered: the last round this silo answered; phases: the (round, phase) pairs it answered.
+    state.update(
+        {"silo": silo, "data_file": str(data_file), "entropy": str(entropy), "answered": 0, "phases": []}
+    )
     context.state[_STATE] = ConfigRecord(state)
     context.state.pop(_SILO_STATE, None)
     context.state.pop(_PARTY, None)
@@ -148,11 +162,15 @@ def train_round(message: Message, context: Context) -> Message:
     content_in: Any = message.content
     header = content_in["round"]
     t = int(header["round"])
+    state: Any = context.state[_STATE]
+    if t <= int(state.get("answered", 0)):
+        raise ProtocolError(f"round {t} was already answered; a silo never draws a round's noise twice")
     n_silos, silo = working.ctx.n_silos, working.data.silo
     params = records.read_params(content_in["params"], working.like)
     plan = records.read_plan(content_in["plan"], t, silo, n_silos, working.ctx.n_users)
     _, rngs = round_rngs(working.entropy, t, n_silos)
     update = working.algorithm.silo_update(working.data, params, plan, working.ctx, working.cfg, rngs[silo])
+    state["answered"] = t  # before the reply leaves: this round's noise is spent
     if working.cfg.secure:
         from .protocol1 import masked_reply
 
@@ -175,11 +193,16 @@ def phase(message: Message, context: Context) -> Message:
     t, name, silo = int(header["round"]), str(header["name"]), working.data.silo
     if int(header["silo"]) != silo:
         raise ProtocolError(f"a phase message for silo {header['silo']} reached silo {silo}")
+    state: Any = context.state[_STATE]
+    done = list(state.get("phases", []))
+    if f"{t}:{name}" in done:
+        raise ProtocolError(f"phase {name} of round {t} was already answered; its noise is never drawn twice")
     payload = records.read_arrays(content_in["payload"], set(content_in["payload"].keys()), "the phase")
     stored: Any = context.state.get(_PHASE_STORE)
     store = {} if stored is None else {key: stored[key].numpy() for key in stored.keys()}
     rng = phase_rng(working.entropy, t, silo, name)
     reply = working.algorithm.silo_phase(working.data, name, t, payload, store, working.ctx, working.cfg, rng)
+    state["phases"] = [*done, f"{t}:{name}"]
     context.state[_PHASE_STORE] = records.arrays(store)
     content = RecordDict(
         {"phase": ConfigRecord({"round": t, "silo": silo, "name": name}), "reply": records.arrays(reply)}
