@@ -224,7 +224,7 @@ def test_a_simulation_that_fails_under_a_waiting_server_stops_it(monkeypatch, ra
         assert raised.value is cause
 
 
-def test_a_ray_worker_that_died_mid_run_is_the_engines_failure_not_the_silos():
+def test_a_ray_worker_that_died_mid_run_is_the_engines_failure_not_the_silos(monkeypatch):
     """Flower's simulation turns Ray's ActorDiedError into an error reply (ErrorCode.UNKNOWN); that
     is Ray breaking down (exit 1, what to try), where a ClientApp's own exception names the silo
     (SiloFailed, exit 2)."""
@@ -232,7 +232,13 @@ def test_a_ray_worker_that_died_mid_run_is_the_engines_failure_not_the_silos():
     import dataclasses
 
     from flwr.app import Error, Message
-    from flwr.common.constant import ErrorCode
+    from flwr.common.constant import SUPERLINK_NODE_ID, ErrorCode
+    from flwr.supercore.task_identity import TaskIdentity
+
+    # Messages are stamped with the running task's ids, which a ServerApp process has and a test
+    # has not (it passed alone only after another test had set them).
+    for name, value in (("_run_id", 17), ("_node_id", SUPERLINK_NODE_ID), ("_task_id", 3)):
+        monkeypatch.setattr(TaskIdentity, name, value)
 
     from tests.flower.test_reply_matching import DESCRIPTION, SuperLinkGrid, question, silos_on
     from uldp.errors import EngineError

@@ -130,11 +130,11 @@ class LoopbackGrid:
 
 
 @pytest.fixture
-def server_identity():
-    """What a ServerApp process has set before it builds messages."""
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
-    yield
-    TaskIdentity._run_id = TaskIdentity._node_id = TaskIdentity._task_id = None
+def server_identity(monkeypatch):
+    """What a Flower process has set before it builds messages (restored afterwards: another
+    test may have set its own)."""
+    for name, value in (("_run_id", 1), ("_node_id", 0), ("_task_id", 1)):
+        monkeypatch.setattr(TaskIdentity, name, value)
 
 
 def run_main(server_app, grid, run_config: dict, monkeypatch) -> tuple[UserLevelDP, dict]:
@@ -505,7 +505,8 @@ def test_the_w_algorithms_run_protocol_1_and_equal_the_local_engine(app, server_
     assert "test_keys: Protocol 1 runs on small test keys, which are NOT secure" in said
 
 
-def test_a_protocol_1_step_in_a_run_without_it_is_refused(app, server_identity):
+def after_one_round(app) -> tuple[ClientApp, LoopbackGrid, Message]:
+    """The converted app's ClientApp and grid after a one-round run, and that run's setup message."""
     task, client_app, _ = app
     kept: dict = {}
 
@@ -517,7 +518,12 @@ def test_a_protocol_1_step_in_a_run_without_it_is_refused(app, server_identity):
     grid = LoopbackGrid(client_app.app, RUN_CONFIG, tamper=keep)
     torch.manual_seed(0)
     start_run(grid, task.Net(), rounds=1)
-    step = Message(kept["setup"].content, dst_node_id=100, message_type="train")
+    return client_app, grid, kept["setup"]
+
+
+def test_a_protocol_1_step_in_a_run_without_it_is_refused(app, server_identity):
+    client_app, grid, setup = after_one_round(app)
+    step = Message(setup.content, dst_node_id=100, message_type="train")
     step.content["uldp"]["step"] = "protocol1"
     step.metadata.__dict__["_message_id"] = "step"
     reply = client_app.app(step, grid.contexts[100])
@@ -528,21 +534,11 @@ def test_a_runs_setup_sent_again_is_refused_and_never_replays_its_noise(app, ser
     """A server (or anyone on the wire) that sends a run's setup again after round 1 would, were
     it taken, restart the run on the silo's cached entropy: round 1's noise again on another
     model. The silo sets a run up once."""
-    task, client_app, _ = app
-    kept: dict = {}
-
-    def keep(messages, replies):
-        if messages:
-            kept.setdefault("setup", messages[0])
-        return replies
-
-    grid = LoopbackGrid(client_app.app, RUN_CONFIG, tamper=keep)
-    torch.manual_seed(0)
-    start_run(grid, task.Net(), rounds=1)
-    again = Message(kept["setup"].content, dst_node_id=100, message_type="train")
+    client_app, grid, setup = after_one_round(app)
+    again = Message(setup.content, dst_node_id=100, message_type="train")
     again.metadata.__dict__["_message_id"] = "again"
     reply = client_app.app(again, grid.contexts[100])
-    job = kept["setup"].content["uldp"]["job"]
+    job = setup.content["uldp"]["job"]
     assert reply.content["uldp.error"]["message"] == (
         f"run {job} was already set up on this silo; a silo sets up a run once"
     )

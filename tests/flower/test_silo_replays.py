@@ -34,13 +34,13 @@ def send(content: RecordDict, kind: str, context: Context) -> RecordDict:
 
 
 @pytest.fixture
-def server_identity():
-    """What a Flower process has set before it builds messages."""
+def server_identity(monkeypatch):
+    """What a Flower process has set before it builds messages (restored afterwards: another
+    test may have set its own)."""
     from flwr.supercore.task_identity import TaskIdentity
 
-    TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 1
-    yield
-    TaskIdentity._run_id = TaskIdentity._node_id = TaskIdentity._task_id = None
+    for name, value in (("_run_id", 1), ("_node_id", 0), ("_task_id", 1)):
+        monkeypatch.setattr(TaskIdentity, name, value)
 
 
 @pytest.fixture

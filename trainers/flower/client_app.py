@@ -38,6 +38,7 @@ from uldp.errors import ProtocolError, UldpError
 
 from . import records
 from .protocol1 import PARTY as _PARTY  # the Protocol 1 party, as bytes
+from .replays import check_phase, check_round, set_up_once
 from .working_set import WorkingSet
 
 app = ClientApp()
@@ -45,7 +46,6 @@ app = ClientApp()
 _STATE = "uldp"  # ConfigRecord in context.state: the run as the silo knows it
 _SILO_STATE = "uldp_silo_state"  # ArrayRecord: the algorithm's silo state from the server
 _PHASE_STORE = "uldp_phase_store"  # ArrayRecord: what a phased algorithm keeps between its phases
-_JOBS = "uldp_jobs"  # ConfigRecord: the runs (jobs) set up on this node, each once
 
 
 # (run, node, job) -> working set. A job is one training run of the server's: a Flower run may
@@ -106,14 +106,7 @@ def setup(message: Message, context: Context) -> Message:
         raise ProtocolError("the server asked for the record owners in a --secure run; refused")
     seed = run.get("noise_seed", "")
     entropy = int(seed) if seed else secrets.randbits(128)
-    job = str(run["job"])
-    jobs: Any = context.state.get(_JOBS, ConfigRecord({"jobs": []}))
-    if job in list(jobs["jobs"]):
-        # Set up again, the run's cached working set (its entropy) would answer its rounds again:
-        # the same noise on another model, which the difference of two replies removes.
-        raise ProtocolError(f"run {job} was already set up on this silo; a silo sets up a run once")
-    jobs["jobs"] = [*list(jobs["jobs"]), job]
-    context.state[_JOBS] = jobs
+    set_up_once(context, str(run["job"]))
     state = dict(run)
     # answered: the last round this silo answered; phases: the (round, phase) pairs it answered.
     state.update(
@@ -163,8 +156,7 @@ def train_round(message: Message, context: Context) -> Message:
     header = content_in["round"]
     t = int(header["round"])
     state: Any = context.state[_STATE]
-    if t <= int(state.get("answered", 0)):
-        raise ProtocolError(f"round {t} was already answered; a silo never draws a round's noise twice")
+    check_round(state, t)
     n_silos, silo = working.ctx.n_silos, working.data.silo
     params = records.read_params(content_in["params"], working.like)
     plan = records.read_plan(content_in["plan"], t, silo, n_silos, working.ctx.n_users)
@@ -194,9 +186,7 @@ def phase(message: Message, context: Context) -> Message:
     if int(header["silo"]) != silo:
         raise ProtocolError(f"a phase message for silo {header['silo']} reached silo {silo}")
     state: Any = context.state[_STATE]
-    done = list(state.get("phases", []))
-    if f"{t}:{name}" in done:
-        raise ProtocolError(f"phase {name} of round {t} was already answered; its noise is never drawn twice")
+    done = check_phase(state, t, name)
     payload = records.read_arrays(content_in["payload"], set(content_in["payload"].keys()), "the phase")
     stored: Any = context.state.get(_PHASE_STORE)
     store = {} if stored is None else {key: stored[key].numpy() for key in stored.keys()}

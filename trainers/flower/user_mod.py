@@ -53,6 +53,7 @@ from uldp.errors import DataError, InvalidParameter, ProtocolError, UldpError
 
 from . import records as wire
 from .protocol1 import PARTY
+from .replays import check_round, set_up_once
 from .working_set import WorkingSet
 
 if TYPE_CHECKING:
@@ -68,7 +69,6 @@ REFUSED = "uldp.error"  # ConfigRecord reply: why the silo refused the message, 
 
 _STATE = "uldp.user_mod"  # ConfigRecord in context.state: the run as this silo knows it
 _BUFFERS = "uldp.user_mod.buffers"  # ArrayRecord in context.state: the model's arrays the rounds omit
-_JOBS = "uldp.user_mod.jobs"  # ConfigRecord in context.state: the runs (jobs) set up on this node
 
 # (run, node, job) -> working set, per worker process.
 _CACHE: dict[tuple[int, int, str], WorkingSet] = {}
@@ -153,13 +153,7 @@ def _setup(message: Message, context: Context, make: Callable[..., WorkingSet]) 
     seed = str(run.get("noise_seed", ""))
     entropy = int(seed) if seed else secrets.randbits(128)
     job = str(run["job"])
-    jobs: Any = context.state.get(_JOBS, ConfigRecord({"jobs": []}))
-    if job in list(jobs["jobs"]):
-        # Set up again, the run would restart at round 1 from a cached working set of the old
-        # entropy: the same noise on another model, which the difference of two replies removes.
-        raise ProtocolError(f"run {job} was already set up on this silo; a silo sets up a run once")
-    jobs["jobs"] = [*list(jobs["jobs"]), job]
-    context.state[_JOBS] = jobs
+    set_up_once(context, job)
     for key in [k for k in _CACHE if k[0] != context.run_id or k[1] == context.node_id]:
         del _CACHE[key]  # another run's, or this node's earlier runs', records and model
     context.state[_STATE] = ConfigRecord(
@@ -214,8 +208,7 @@ def _round(message: Message, context: Context, make: Callable[..., WorkingSet]) 
     content: Any = message.content
     state = _run_state(content, context, "a round")
     t = int(content[SETTINGS]["round"])
-    if t <= int(state.get("answered", 0)):
-        raise ProtocolError(f"round {t} was already answered; a silo never draws a round's noise twice")
+    check_round(state, t)
     working = make(context)
     n_silos, silo = working.ctx.n_silos, working.data.silo
     params = wire.read_params(content[PARAMS], working.like)
