@@ -64,6 +64,21 @@ class RunDescription:
     loss: str = ""  # a built-in loss name or an absolute reference; "": the task's own loss
 
 
+def claim_silo(nodes: dict[int, int], header: Any, node: int, n_silos: int, who: str) -> int:
+    """The silo a SuperNode's setup reply (`header`, its ConfigRecord) says it is, noted in
+    `nodes` (silo -> node id); ProtocolError, naming `who`, for a number that is not one of
+    `n_silos` or a silo another SuperNode already claimed. Both servers' setups read it."""
+    from flwr.app import ConfigRecord
+
+    silo = header.get("silo") if isinstance(header, ConfigRecord) else None
+    if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < n_silos:
+        raise ProtocolError(f"{who} answered setup as silo {silo!r}, not a silo of {n_silos}")
+    if silo in nodes:
+        raise ProtocolError(f"two SuperNodes ({nodes[silo]} and {node}) both claim to be silo {silo}")
+    nodes[silo] = node
+    return silo
+
+
 class MalformedReply(ProtocolError):
     """A silo's reply that the server refuses to use: it is never averaged in."""
 

@@ -122,16 +122,7 @@ class FlowerSilos:
         owners: dict[int, np.ndarray] = {}
         for node, reply in replies.items():
             header: Any = reply.get("setup")
-            silo = header.get("silo") if isinstance(header, ConfigRecord) else None
-            if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < self.run.n_silos:
-                raise ProtocolError(
-                    f"node {node} answered setup as silo {silo!r}, not a silo of {self.run.n_silos}"
-                )
-            if silo in self.nodes:
-                raise ProtocolError(
-                    f"two SuperNodes ({self.nodes[silo]} and {node}) both claim to be silo {silo}"
-                )
-            self.nodes[silo] = node
+            silo = records.claim_silo(self.nodes, header, node, self.run.n_silos, f"node {node}")
             count = header.get("records")
             if isinstance(count, bool) or not isinstance(count, int) or count < 0:
                 raise records.MalformedReply(silo, 0, f"its record count is {count!r}")

@@ -463,16 +463,7 @@ class UserLevelDP(Strategy):
             node = destination[to]
             content = _content(reply, f"SuperNode {node}", 0)
             found: Any = content.get(SETUP)
-            silo = found.get("silo") if isinstance(found, ConfigRecord) else None
-            if isinstance(silo, bool) or not isinstance(silo, int) or not 0 <= silo < self.n_silos:
-                raise ProtocolError(
-                    f"SuperNode {node} answered setup as silo {silo!r}, not a silo of {self.n_silos}"
-                )
-            if silo in self.nodes:
-                raise ProtocolError(
-                    f"two SuperNodes ({self.nodes[silo]} and {node}) both claim to be silo {silo}"
-                )
-            self.nodes[silo] = node
+            silo = records.claim_silo(self.nodes, found, node, self.n_silos, f"SuperNode {node}")
             own = [str(name) for name in found.get("params", [])]
             if names is not None and own != names:
                 raise records.MalformedReply(
