@@ -17,6 +17,7 @@ from .conversion import CONVERSIONS, Conversion
 from .events import Composed, Group, KnownParticipation, Mechanism, SubsampledGaussian
 from .orders import Orders, OrdersSpec
 from .plan import Plan
+from .private_sampling import SERVER_VIEW_NOTE
 from .rdp.profile import RdpProfile
 from .registry import ACCOUNTANTS as REGISTRY
 from .registry import account_event, accountant_named
@@ -179,6 +180,7 @@ def account_plan(
     conversion: str = "improved",
     orders: OrdersSpec = "default",
     server_view: bool = True,
+    private_sampling: bool = False,
     progress: Progress | None = None,
 ) -> list[Guarantee]:
     """The guarantees an algorithm's plan gives: THE function from a `Plan` to epsilons.
@@ -190,12 +192,22 @@ def account_plan(
       `ks` defaults to (group_k,), so the first guarantee is then Theorem 2's;
     - the other algorithms: user level directly (Theorems 1 and 3), by each accountant, then,
       with user sampling and `server_view`, the view of the server that draws the sample
-      (a `KnownParticipation` event: no amplification against it, ULDP-FL Remark 1).
+      (a `KnownParticipation` event: no amplification against it, ULDP-FL Remark 1). With
+      `private_sampling` (ULDP-FL §4.1, `private_sampling.py`: the silos draw the sample by
+      oblivious transfer at q = m/P, so the server does not learn it) that row is the released
+      model's first user-level guarantee, amplified the same, and says so in its note.
     The first guarantee with the defaults is what `uldp train` reports for the run.
     """
     say = progress or (lambda text: None)
     if ks is None:
         ks = (plan.group_k,) if plan.group_k is not None else (1,)
+    mech = plan.mechanism
+    sampled = plan.group_k is None and isinstance(mech, SubsampledGaussian) and mech.q < 1
+    if private_sampling and (plan.algorithm == "mechanism" or not sampled):
+        raise InvalidParameter(
+            "private sampling hides the user sample from the server: it needs a user-level "
+            "algorithm that samples users (user q < 1)"
+        )
     if plan.algorithm == "mechanism":
         return account(
             plan.mechanism,
@@ -213,8 +225,12 @@ def account_plan(
             say(f"{plan.algorithm}, {accountant}")
             g = record_level(plan.mechanism, delta, accountant, conversion, orders)
             out.append(replace(g, k=None, level="user", method="user", algorithm=plan.algorithm))
-        mech = plan.mechanism
-        if server_view and isinstance(mech, SubsampledGaussian) and mech.q < 1:
+        if server_view and sampled and private_sampling:
+            # The server's view is the released model's (ULDP-FL §4.1): the same number.
+            model = out[0]
+            out.append(replace(model, method="server view", note=SERVER_VIEW_NOTE))
+        elif server_view and sampled:
+            assert isinstance(mech, SubsampledGaussian)
             seen = account_event(
                 KnownParticipation(mech.sigma, mech.q, mech.steps),
                 delta,

@@ -100,10 +100,14 @@ class PrivateKey:
         Only the key holder can do this: exponents reduce modulo p(p - 1) and q(q - 1), the
         orders of Z*_{p^2} and Z*_{q^2}, so it costs about a quarter of `PublicKey.obfuscator`.
         """
+        return self.obfuscator_of(self.public_key.random_unit())
+
+    def obfuscator_of(self, r: gmpy2.mpz) -> gmpy2.mpz:
+        """r^n mod n^2 for a given unit r, by the CRT: Enc(0; r), whose r the holder may reveal
+        to prove it encrypts 0 (the audit of private sampling, `crypto.protocol.sampling`)."""
         p, q = gmpy2.mpz(self._phe_key.p), gmpy2.mpz(self._phe_key.q)
         psq, qsq = p * p, q * q
         n = self.public_key.n
-        r = self.public_key.random_unit()
         at_p = gmpy2.powmod(r, n % (p * (p - 1)), psq)
         at_q = gmpy2.powmod(r, n % (q * (q - 1)), qsq)
         return at_q + qsq * ((at_p - at_q) * gmpy2.invert(qsq, psq) % psq)

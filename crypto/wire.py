@@ -40,6 +40,12 @@ from uldp.crypto.protocol.messages import (
     EncryptedWeightsMessage,
     MaskedSumMessage,
     PaillierKeyMessage,
+    SamplingAuditMessage,
+    SamplingChoiceMessage,
+    SamplingDigestMessage,
+    SamplingOfferMessage,
+    SamplingOpeningMessage,
+    SamplingTransferMessage,
     SealedSeedMessage,
 )
 from uldp.errors import InvalidParameter, ProtocolError
@@ -54,6 +60,12 @@ MESSAGE_TYPES: tuple[type, ...] = (
     BlindedHistogramMessage,
     EncryptedWeightsMessage,
     MaskedSumMessage,
+    SamplingOfferMessage,
+    SamplingChoiceMessage,
+    SamplingTransferMessage,
+    SamplingAuditMessage,
+    SamplingDigestMessage,
+    SamplingOpeningMessage,
 )
 """What an envelope may carry: the one place where the data picks a class, among these only."""
 

@@ -114,6 +114,11 @@ SLOW: dict[BlockName, str] = {
         "uldp bench protocol --params 16,50,107 --users 20",
     ): "takes 29 s (3072-bit Paillier): set ULDP_DOC_SLOW=1",
     (
+        "train.md",
+        "--private-sampling --user-q 0.333",
+    ): "takes 20-40 s (3072-bit Paillier and the oblivious transfer every round): set ULDP_DOC_SLOW=1; "
+    "tests/trainers/test_private_sampling_training.py runs the same code with small keys on every CI run",
+    (
         "flower.md",
         "--engine flower",
     ): "takes 30-60 s (starts Ray, and a worker per CPU that imports torch): set ULDP_DOC_SLOW=1; "

@@ -136,6 +136,11 @@ def run_record(
             "rounds": cfg.rounds,
             "sigma": cfg.sigma,
             "user_q": cfg.user_q,
+            **(
+                {"private_sampling": True, "sampling_slots": cfg.sampling_slots}
+                if cfg.private_sampling
+                else {}
+            ),
             "secure": cfg.secure,
             "secure_capable": spec.secure,
             "noise_fixed": noise_fixed,
@@ -221,6 +226,31 @@ def _record_problem(record: dict[str, Any]) -> str | None:
         return "data does not name a data set"
     if record.get("assumptions") is not None and not isinstance(record["assumptions"], dict):
         return "assumptions is not a dictionary"
+    return _private_sampling_problem(record)
+
+
+def _private_sampling_problem(record: dict[str, Any]) -> str | None:
+    """What is wrong with a record's private sampling keys (`uldp train --private-sampling`,
+    ULDP-FL §4.1: `private_sampling` true, `sampling_slots` P, `user_q` the rate m/P), or None."""
+    if "private_sampling" not in record:
+        return None
+    if not isinstance(record["private_sampling"], bool):
+        return "private_sampling is not true or false"
+    if not record["private_sampling"]:
+        return None
+    from uldp.accountants.private_sampling import private_rate
+
+    slots, q = record.get("sampling_slots"), record.get("user_q")
+    if isinstance(slots, bool) or not isinstance(slots, int):
+        return "sampling_slots is not a whole number"
+    if isinstance(q, bool) or not isinstance(q, (int, float)):
+        return "user_q is not a number"
+    try:
+        rate = private_rate(float(q), slots)
+    except ValueError:
+        return f"user_q {q!r} is not a private sampling rate m/P with P = {slots}"
+    if rate.q != q:
+        return f"user_q {q!r} is not a private sampling rate m/P with P = {slots}"
     return None
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import math
 
 from uldp.accountants.plan import Plan
+from uldp.accountants.private_sampling import PrivateSampling, private_rate, privately_sampled
 from uldp.accountants.statements.statement import (
     DEFAULT_ACCOUNTING,
     Accounting,
@@ -46,8 +47,16 @@ def run_statement(
     title = f"{record['algorithm']}, {t} of {record['rounds']} rounds on {record['data']['name']}"
     if record["kind"] == "plan" and t > 0:
         plan = run_plan(run)
+        rate = run_private_sampling(record)
+        if rate is not None:  # `uldp train --private-sampling`: the server does not learn the sample
+            plan = privately_sampled(plan, rate)
         statement = plan_statement(
-            plan, dataclasses.replace(how, delta=delta), source="run", title=title, progress=progress
+            plan,
+            dataclasses.replace(how, delta=delta),
+            source="run",
+            title=title,
+            private_sampling=rate is not None,
+            progress=progress,
         )
         statement.checks.append(_check(statement, rows[-1]))
     else:
@@ -69,6 +78,15 @@ def run_statement(
     if run.unverified:  # files from before digests, or an interrupted run's metrics
         statement.caveats.insert(0, run.unverified)
     return statement
+
+
+def run_private_sampling(record: dict) -> PrivateSampling | None:
+    """The private sampling rate m/P of a run made with `uldp train --private-sampling` (ULDP-FL
+    §4.1): its record's `private_sampling` true, `sampling_slots` P and `user_q` already m/P;
+    None for a run without it (a record from before it has neither key)."""
+    if not record.get("private_sampling"):
+        return None
+    return private_rate(float(record["user_q"]), int(record["sampling_slots"]))
 
 
 def run_plan(run: RunFiles) -> Plan:
@@ -126,7 +144,15 @@ def caveats(record: dict, rows: list[dict]) -> list[str]:
             "a fixed --noise-seed drove the noise and the sampling: anyone who knows the seed can "
             "remove the noise, and no guarantee holds against them (experiments only)"
         )
-    if record.get("user_q", 1.0) < 1 and record["kind"] in ("plan", "observed"):
+    if record.get("private_sampling") and record["kind"] == "plan":
+        rate = run_private_sampling(record)
+        assert rate is not None
+        out.append(
+            f"users (participants) were sampled at q = m/P = {rate.m}/{rate.slots} = {rate.q:g} by the "
+            "silos through oblivious transfer (private sampling, ULDP-FL §4.1): the server does not "
+            "learn the sample, so the amplified figure holds against it too"
+        )
+    elif record.get("user_q", 1.0) < 1 and record["kind"] in ("plan", "observed"):
         out.append(
             f"users (participants) were sampled at q = {record['user_q']:g} by the server: the "
             "amplified figure holds for the released model only; the server's view is stated apart"

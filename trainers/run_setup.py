@@ -51,6 +51,9 @@ SETTING_DEFAULTS: dict[str, Any] = {
     "secure": False,
     "key_bits": 3072,
     "test_keys": False,
+    "private_sampling": False,
+    "sampling_slots": 100,
+    "audit_rate": 0.05,
     "loop": False,
     "epsilon": None,
     "metrics_path": None,
@@ -174,6 +177,9 @@ def ignored_settings(
     elif spec.observed:
         why = f"{algo}'s secure aggregation agrees X25519 keys, it has no Paillier keys to size"
         ignored["key_bits"] = ignored["test_keys"] = why
+    if not (secure and spec.secure and not spec.observed):
+        why = f"private sampling runs inside Protocol 1: uldp-avg-w or uldp-sgd-w with {spell('secure')}"
+        ignored.update(dict.fromkeys(("private_sampling", "sampling_slots", "audit_rate"), why))
     if checkpoint_dir is None:
         ignored["overwrite"] = f"it replaces a {spell('checkpoint')} directory, and none was given"
     return ignored
@@ -207,6 +213,10 @@ def check_pairs(settings: Mapping[str, Any], spell: Spell = keyword) -> None:
             f"{spell('threshold')} sets secure aggregation's k, which only {spell('secure')} runs; "
             f"add {spell('secure')}"
         )
+    if not s.get("private_sampling"):
+        for name, default in (("sampling_slots", 100), ("audit_rate", 0.05)):
+            if s.get(name) not in (None, default):
+                raise InvalidParameter(f"{spell(name)} applies only with {spell('private_sampling')}")
     if s.get("dropout") is not None and s.get("dropout_schedule") is not None:
         raise InvalidParameter(f"give {spell('dropout')} RATE or {spell('dropout_schedule')} FILE, not both")
 
@@ -405,6 +415,35 @@ def train_config(
     )
 
 
+def private_sampling_settings(settings: Mapping[str, Any], spell: Spell = keyword) -> dict[str, Any]:
+    """The TrainConfig fields of private sampling (ULDP-FL §4.1), with user_q rounded to the
+    nearest m / P; none without `private_sampling` (user_q then stays as given)."""
+    if not settings.get("private_sampling"):
+        return {}
+    rate = sampling_rate(settings["user_q"], settings["sampling_slots"], spell)
+    return {
+        "user_q": rate.q,
+        "private_sampling": True,
+        "sampling_slots": rate.slots,
+        "audit_rate": settings["audit_rate"],
+        "requested_user_q": settings["user_q"],
+    }
+
+
+def sampling_rate(user_q: float, slots: int, spell: Spell = keyword) -> Any:
+    """user_q rounded to m / P (`accountants.private_sampling`), refusals spelled as the caller's."""
+    from uldp.accountants.private_sampling import private_rate
+
+    try:
+        return private_rate(user_q, slots)
+    except InvalidParameter as error:
+        raise InvalidParameter(
+            str(error)
+            .replace("--user-q", spell("user_q"))
+            .replace("--sampling-slots", spell("sampling_slots"))
+        ) from None
+
+
 def dropout_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The dp-fedavg-robust fields of TrainConfig the user gave (the others keep its defaults):
     the registry's DROPOUT_OPTIONS, which the settings are named after."""
@@ -549,7 +588,7 @@ def prepare(
         s["algo"],
         chosen["rounds"],
         chosen,
-        **{name: s[name] for name in CONFIG_OPTIONS},
+        **{**{name: s[name] for name in CONFIG_OPTIONS}, **private_sampling_settings(s, spell)},
         secure=s["secure"],
         key_bits=s["key_bits"],
         test_keys=s["test_keys"],

@@ -228,17 +228,20 @@ def user_epsilon(plan: Plan | None, delta: float) -> float:
     return user_epsilons(plan, delta)[0]
 
 
-def user_epsilons(plan: Plan | None, delta: float) -> tuple[float, float | None]:
+def user_epsilons(
+    plan: Plan | None, delta: float, *, private_sampling: bool = False
+) -> tuple[float, float | None]:
     """(released model's, server's) user-level epsilon of `plan` at `delta` by RDP.
 
     With user sampling (q < 1) the released model enjoys amplification by sub-sampling, but the
     server that draws the sample knows who took part, so against it there is none (ULDP-FL
-    Remark 1; `accountants.account.account_plan`'s "server view"). The second value is None when
-    the two coincide (no user sampling) or the algorithm has no such view.
+    Remark 1; `accountants.account.account_plan`'s "server view"), unless `private_sampling`
+    hid the sample from it (§4.1): then both are the amplified figure. The second value is None
+    when there is no user sampling or the algorithm has no such view.
     """
     if plan is None:
         return math.inf, None
-    rows = account_plan(plan, delta=delta, server_view=True)
+    rows = account_plan(plan, delta=delta, server_view=True, private_sampling=private_sampling)
     server = next((g.epsilon for g in rows if g.method == "server view"), None)
     return rows[0].epsilon, server
 
@@ -304,6 +307,11 @@ def _assumptions(
         f"allocation and the initial model from --seed {cfg.seed}; a checkpoint holds the noise "
         "entropy: keep it as secret as the noise"
     )
+    if cfg.private_sampling:
+        out["randomness"] += (
+            "; the user sample is not drawn from it: the server's slots and the silos' seed R of "
+            "Protocol 1 (fresh OS entropy every run) draw it by oblivious transfer"
+        )
     if not cfg.secure:
         out["aggregation"] = (
             "in the clear in this process: epsilon covers the aggregate and the "
@@ -532,7 +540,9 @@ def run(
             epsilon, server_epsilon = algorithm.spent(cfg)
         else:
             epsilon, server_epsilon = user_epsilons(
-                accounting_plan(cfg, t, data.n_silos, algorithm), cfg.delta
+                accounting_plan(cfg, t, data.n_silos, algorithm),
+                cfg.delta,
+                private_sampling=cfg.private_sampling,
             )
         others = {
             "round": t,
@@ -815,6 +825,11 @@ def _summary(
         "global_lr": cfg.global_lr,
         "local_epochs": cfg.local_epochs,
         "user_q": cfg.user_q,
+        **(
+            {"private_sampling": True, "sampling_slots": cfg.sampling_slots, "audit_rate": cfg.audit_rate}
+            if cfg.private_sampling
+            else {}
+        ),
         "delta": cfg.delta,
         "metric": metric,
         "final_loss": last.get("loss"),

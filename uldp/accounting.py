@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from uldp.accountants.account import Guarantee
     from uldp.accountants.events import Mechanism
     from uldp.accountants.plan import Plan
+    from uldp.accountants.private_sampling import PrivateSampling
 
 #: Keyword -> how a message spells it: the library says `epochs`, the CLI passes `--epochs`.
 Spelling = Callable[[str], str]
@@ -364,8 +365,11 @@ class CalibrationProblem:
     accountant: str
     conversion: str
     orders: Any
-    sampled: bool  # user sampling: the model's and the server's views differ
+    sampled: bool  # user sampling: the model's and the server's views differ (unless private)
     spell: Spelling = _keyword  # how the plan's errors name an option
+    # Private user-level sub-sampling (ULDP-FL §4.1): users drawn at m/P by oblivious transfer,
+    # the server's view the released model's (uldp.accountants.private_sampling).
+    private_sampling: PrivateSampling | None = None
 
     @property
     def used(self) -> str:
@@ -380,7 +384,11 @@ class CalibrationProblem:
     @property
     def reads_rdp(self) -> bool:
         """Whether an RDP bound gives the number (--conversion and --orders then matter)."""
-        return self.accountant == "rdp" or (self.k > 1 and self.group_method != "pld") or self.sampled
+        return (
+            self.accountant == "rdp"
+            or (self.k > 1 and self.group_method != "pld")
+            or (self.sampled and self.private_sampling is None)
+        )
 
     def plan(self, sigma: float, length: int | None) -> Plan:
         if self.algo is None:
@@ -392,9 +400,14 @@ class CalibrationProblem:
                 derived=self.schedule.derived,
                 spell=self.spell,
             )
-        return plan_for(
+        plan = plan_for(
             self.algo, sigma=sigma, rounds=length, **self.plan_options, k=self.group_k, spell=self.spell
         )
+        if self.private_sampling is not None:
+            from uldp.accountants.private_sampling import privately_sampled
+
+            plan = privately_sampled(plan, self.private_sampling)
+        return plan
 
     def epsilons(
         self, sigma: float, length: int, accountant: str | None = None, method: str | None = None
@@ -411,6 +424,7 @@ class CalibrationProblem:
             conversion=self.conversion,
             orders=self.orders,
             server_view=self.sampled,
+            private_sampling=self.private_sampling is not None,
         )
         out = {"model": found[0].epsilon}
         if self.sampled:
@@ -439,12 +453,16 @@ def calibration_problem(
     accountant: str = "rdp",
     conversion: str = "improved",
     orders: Any = "default",
+    private_sampling: PrivateSampling | None = None,
     spell: Spelling = _keyword,
 ) -> CalibrationProblem:
     """What `calibrate` searches over, checked: the schedule, the plan's options, the group.
 
     `group_k` is ULDP-GROUP-k's records kept per user (`uldp train --group-k`); the budget then
-    holds for a user, a group of that many records, so `k` must be 1 or the same number."""
+    holds for a user, a group of that many records, so `k` must be 1 or the same number.
+    `private_sampling` (ULDP-FL §4.1, `uldp.accountants.private_sampling.private_rate`): users
+    are drawn at its rate m/P (`user_q` must be that rate, or the q it was rounded from), and the
+    server's view is the released model's."""
     if algo is None:
         schedule = mechanism_schedule(
             q=q, steps=steps, epochs=epochs, dataset_size=dataset_size, batch_size=batch_size, spell=spell
@@ -466,6 +484,19 @@ def calibration_problem(
             "record_q": record_q,
             "local_epochs": local_epochs,
         }
+    sampled = algo is not None and _reads(algo, "user_q") and user_q < 1
+    if private_sampling is not None:
+        if not sampled:
+            raise InvalidParameter(
+                f"private sampling hides the user sample from the server: give {spell('algo')} "
+                f"that samples users with {spell('user_q')} < 1"
+            )
+        if user_q not in (private_sampling.q, private_sampling.requested):
+            raise InvalidParameter(
+                f"{spell('user_q')} {user_q!r} is not the private sampling rate "
+                f"m/P = {private_sampling.m}/{private_sampling.slots}"
+            )
+        plan_options["user_q"] = private_sampling.q
     reads_k = _reads(algo, "k")
     for name, value in (("k", k), ("group_k", group_k)):
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
@@ -492,8 +523,9 @@ def calibration_problem(
         accountant=accountant,
         conversion=conversion,
         orders=orders,
-        sampled=algo is not None and _reads(algo, "user_q") and user_q < 1,
+        sampled=sampled,
         spell=spell,
+        private_sampling=private_sampling,
     )
 
 

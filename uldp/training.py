@@ -323,6 +323,7 @@ INTEGER_SETTINGS = frozenset(
     {
         "rounds", "local_epochs", "seed", "noise_seed", "users", "silos", "labels_per_user",
         "batch_size", "local_batch_size", "local_steps", "key_bits", "n_max", "threshold",
+        "sampling_slots",
     }
 )  # fmt: skip
 

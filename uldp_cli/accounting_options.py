@@ -7,7 +7,7 @@ only parses, calls the library and renders.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import click
 
@@ -16,6 +16,7 @@ from uldp.accountants.conversion import CONVERSIONS
 from uldp.accountants.events import MAX_PLD_GROUP_K
 from uldp.accountants.orders import Orders
 from uldp.accountants.plan import Plan
+from uldp.accountants.private_sampling import DEFAULT_SLOTS, MAX_SLOTS, PrivateSampling, private_rate
 from uldp.accounting import mechanism_schedule, plan_for, unused_keyword
 from uldp.errors import UldpError
 from uldp.trainers.algorithms import algorithm_names, get_algorithm
@@ -245,6 +246,79 @@ def algorithm_options(*, many: bool) -> Callable:
     return decorate
 
 
+#: The algorithms whose weights Protocol 1 computes: private sampling (ULDP-FL §4.1) hides the
+#: sample inside that protocol (the real Enc(B_inv(N_u)) among dummy slots), so only they take it.
+PRIVATE_SAMPLING_ALGORITHMS = ("uldp-avg-w", "uldp-sgd-w")
+
+
+def private_sampling_options(f: Callable) -> Callable:
+    """--private-sampling and --sampling-slots (ULDP-FL §4.1), shared by account, calibrate,
+    report and train; `private_sampling_rate` checks them and gives the rate m/P."""
+    for opt in reversed(
+        [
+            click.option(
+                "--private-sampling",
+                is_flag=True,
+                default=False,
+                help="The silos draw the user sample by oblivious transfer (ULDP-FL §4.1), so the "
+                "server does not learn it and its view is amplified too; --user-q is rounded to "
+                f"m/P. Only {' and '.join(PRIVATE_SAMPLING_ALGORITHMS)} with --user-q < 1.",
+            ),
+            click.option(
+                "--sampling-slots",
+                type=PositiveInt(MAX_SLOTS),
+                default=DEFAULT_SLOTS,
+                show_default=True,
+                help="With --private-sampling: P slots per user, m of them real (q = m/P), "
+                f"in [2, {MAX_SLOTS}].",
+            ),
+        ]
+    ):
+        f = opt(f)
+    return f
+
+
+def private_sampling_rate(
+    ctx: click.Context,
+    algos: Sequence[str | None],
+    user_q: float,
+    *,
+    private_sampling: bool,
+    sampling_slots: int,
+) -> PrivateSampling | None:
+    """The private sampling rate m/P nearest `user_q` (`private_rate`), or None without
+    --private-sampling. Refused, as a usage error (one `Error:` line, exit status 2): the flag with
+    an algorithm other than PRIVATE_SAMPLING_ALGORITHMS (None: a bare mechanism) or without
+    --user-q < 1; --sampling-slots set without the flag; a P or q private sampling cannot draw."""
+    if not private_sampling:
+        if given_source(ctx, "sampling_slots") is not None:
+            raise click.BadParameter(
+                "only private sampling reads it: add --private-sampling or drop it",
+                ctx=ctx,
+                param_hint="'--sampling-slots'",
+            )
+        return None
+    allowed = " or ".join(PRIVATE_SAMPLING_ALGORITHMS)
+    others = [a for a in algos if a not in PRIVATE_SAMPLING_ALGORITHMS]
+    if others:
+        given = "no --algo" if others[0] is None else f"--algo {others[0]}"
+        raise click.BadParameter(
+            f"hides the user sample inside Protocol 1's weighting: give --algo {allowed} (got {given})",
+            ctx=ctx,
+            param_hint="'--private-sampling'",
+        )
+    if user_q >= 1:
+        raise click.BadParameter(
+            "hides the user sample from the server: give --user-q below 1 (users sampled each round)",
+            ctx=ctx,
+            param_hint="'--private-sampling'",
+        )
+    try:
+        return private_rate(user_q, sampling_slots)
+    except UldpError as err:
+        raise click.UsageError(str(err), ctx=ctx) from None
+
+
 #: --epochs: up to a million passes over the data (as `uldp report`).
 EPOCHS_MAX = 10**6
 
@@ -441,11 +515,19 @@ def refuse_unread_rdp_options(ctx: click.Context, reads_rdp: bool) -> None:
             )
 
 
-def may_read_rdp(plans: list[Plan], accountants: list[str], ks: list[int], methods: list[str]) -> bool:
+def may_read_rdp(
+    plans: list[Plan],
+    accountants: list[str],
+    ks: list[int],
+    methods: list[str],
+    *,
+    private_sampling: bool = False,
+) -> bool:
     """Whether `account_plan` may give an RDP bound here: the RDP accountant, a group bound by
-    Lemma 5 or 6, or the server's view of user sampling (accountants/rdp/participation.py)."""
+    Lemma 5 or 6, or the server's view of user sampling (accountants/rdp/participation.py; under
+    `private_sampling` that view is the released model's, by the accountants given)."""
     groups = any(k > 1 for k in ks) or any(p.group_k is not None and p.group_k > 1 for p in plans)
-    server_view = any(
+    server_view = not private_sampling and any(
         p.algorithm != "mechanism" and p.group_k is None and getattr(p.mechanism, "q", 1) < 1 for p in plans
     )
     return "rdp" in accountants or (groups and any(m != "pld" for m in methods)) or server_view

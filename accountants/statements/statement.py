@@ -318,6 +318,7 @@ def plan_statement(
     user_k: int | None = None,
     source: str = "plan",
     title: str | None = None,
+    private_sampling: bool = False,
     progress: Progress | None = None,
 ) -> Statement:
     """The statement of an algorithm's plan (or of a bare mechanism, `plan.algorithm` "mechanism").
@@ -327,10 +328,24 @@ def plan_statement(
     - ULDP-GROUP-k: record and group levels of its DP-SGD runs, and user level as
       `account_plan` gives it (group privacy for the k records a user keeps, Proposition 1);
     - the other ULDP-FL algorithms: user level as `account_plan` gives it (Theorems 1 and 3), for
-      the released model and, with user sampling, for the server that draws the sample; a
-      record or any k records of one user are part of that user, and any k records of different
-      users are at most k users: groups of k users by `account.account`.
+      the released model and, with user sampling, for the server that draws the sample (with
+      `private_sampling`, ULDP-FL §4.1, the server does not learn the sample: its claim holds the
+      released model's bounds, as `account_plan` gives them); a record or any k records of one
+      user are part of that user, and any k records of different users are at most k users:
+      groups of k users by `account.account`.
     """
+    if private_sampling:  # refused, as `account_plan` refuses it, without user sampling
+        mech = plan.mechanism
+        if (
+            plan.algorithm == "mechanism"
+            or plan.group_k is not None
+            or not isinstance(mech, SubsampledGaussian)
+            or mech.q >= 1
+        ):
+            raise InvalidParameter(
+                "private sampling hides the user sample from the server: it needs a user-level "
+                "algorithm that samples users (user q < 1)"
+            )
     failures: list[str] = []
     claims: list[Claim] = []
     groups = [k for k in how.ks if k > 1]
@@ -347,7 +362,7 @@ def plan_statement(
             for c in mechanism_claims(plan.mechanism, how, [user_k], progress=progress, failures=failures)
         ]
     if plan.algorithm != "mechanism":
-        users = _user_claims(plan, how, progress, failures)
+        users = _user_claims(plan, how, progress, failures, private_sampling=private_sampling)
         if plan.group_k is None and users:
             # A record belongs to one user: removing it is part of removing the user.
             claims.append(
@@ -386,8 +401,16 @@ def plan_statement(
     )
 
 
-def _user_claims(plan: Plan, how: Accounting, progress: Progress | None, failures: list[str]) -> list[Claim]:
-    """User level for the released model by `account_plan`, then the server's view."""
+def _user_claims(
+    plan: Plan,
+    how: Accounting,
+    progress: Progress | None,
+    failures: list[str],
+    *,
+    private_sampling: bool = False,
+) -> list[Claim]:
+    """User level for the released model by `account_plan`, then the server's view (under
+    `private_sampling` the released model's bounds: the server does not learn the sample)."""
     delta, conversion, orders = how.delta, how.conversion, how.orders
     # Without groups, one accountant at a time; ULDP-GROUP-k, one group method at a time.
     ways: list[tuple[str, dict[str, object], Event]]
@@ -431,7 +454,24 @@ def _user_claims(plan: Plan, how: Accounting, progress: Progress | None, failure
             )
         )
     mech = plan.mechanism
-    if isinstance(mech, SubsampledGaussian) and mech.q < 1 and plan.group_k is None:
+    sampled = isinstance(mech, SubsampledGaussian) and mech.q < 1 and plan.group_k is None
+    if sampled and private_sampling:
+        if found:
+            claims.append(
+                Claim(
+                    "user",
+                    "one user (every silo)",
+                    "server",
+                    None,
+                    tuple(found),
+                    "add or remove one user",
+                    "the server does not know the user sample: the silos draw it by oblivious "
+                    "transfer at q = m/P (private sampling, ULDP-FL §4.1), so the released "
+                    "model's bounds hold against it",
+                )
+            )
+    elif sampled:
+        assert isinstance(mech, SubsampledGaussian)
         seen = KnownParticipation(mech.sigma, mech.q, mech.steps)
         server: list[Bound] = []
         for acc in how.accountants:

@@ -2,7 +2,10 @@
 
 One `benchmark_run` is a fresh setup (Paillier and DH keys, blinded histograms) and `rounds`
 weighting rounds at a given |S|, |U| and d; every round's decoded aggregate is checked against
-the plaintext weighted sum. Used by `uldp bench protocol` and benchmarks/bench_protocol.py.
+the plaintext weighted sum. With `sampling` (private user-level sub-sampling, issue 36) each
+round is `private_weighting_round`, its sampling phases timed too, and the aggregate is checked
+against the plaintext sum over the sample the oblivious transfer realised (`realized_sample`).
+Used by `uldp bench protocol` and benchmarks/bench_protocol.py.
 """
 
 from __future__ import annotations
@@ -22,16 +25,24 @@ from uldp.crypto.encoding import (
 )
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.protocol.run import (
+    SAMPLING_PHASES,
     largest_value,
     plaintext_weighted_sum,
+    private_weighting_round,
+    realized_sample,
     rounding_tolerance,
     setup,
     weighting_round,
 )
+from uldp.crypto.protocol.sampling import SamplingParams
 from uldp.crypto.weighting import encrypted_weighted_sum
 from uldp.errors import InvalidParameter
 
 PHASES = ("key_exchange", "blinded_histograms", "server_weights", "silo_weighting", "aggregation")
+ROUND_PHASES = ("server_weights", "silo_weighting", "aggregation")
+OT_PHASE = SAMPLING_PHASES
+"""The oblivious transfer's share of a private-sampling round: the server's offer and transfer,
+and the mean silo's choice, retrieval and audit (`BenchmarkRun.ot_seconds` adds them up)."""
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,23 @@ class BenchmarkRun:
     straightforward_matches: bool | None = None
     authentication_seconds: float = 0.0
     """Seconds all parties together spent keying, tagging and verifying messages (`crypto.channel`)."""
+    sampling: SamplingParams | None = None
+    """Private sampling's P, m and audit rate, or None for Protocol 1 with the sample in the clear."""
+    sampled_users: float | None = None
+    """Under private sampling: the mean number of users the transfer put in a round's sample."""
+
+    @property
+    def ot_seconds(self) -> float | None:
+        """The OT phase of a round (`OT_PHASE`: server plus mean silo), None without private sampling."""
+        if self.sampling is None:
+            return None
+        return sum(self.seconds[phase] for phase in OT_PHASE)
+
+    @property
+    def ot_seconds_per_user(self) -> float | None:
+        """`ot_seconds` / |U|: every user costs the same transfer, sampled or not."""
+        total = self.ot_seconds
+        return None if total is None else total / self.users
 
 
 def synthetic_inputs(silos: int, users: int, d: int, seed: int = 0):
@@ -116,6 +144,7 @@ def benchmark_run(
     compare_straightforward: bool = False,
     workers: int | None = None,
     seed: int = 0,
+    sampling: SamplingParams | None = None,
     progress: Callable[[str], None] = lambda step: None,
 ) -> BenchmarkRun:
     """Setup and `rounds` rounds of Protocol 1 on synthetic data, timed per phase and verified.
@@ -123,11 +152,24 @@ def benchmark_run(
     The key exchange phase includes generating the Paillier key (setup (a)). With
     `compare_straightforward`, silo 0's last round is also computed by the straightforward
     path at full size, timed, and its plaintexts compared with the fast path's.
+
+    With `sampling`, every round draws its sample by oblivious transfer (`private_weighting_round`;
+    `compare_straightforward` is then refused: round (a)'s weights come from the transfer).
     """
+    if sampling is not None and compare_straightforward:
+        raise InvalidParameter(
+            "compare_straightforward times plain round (a) weights: not with private sampling"
+        )
     n_max = default_n_max(key_bits, users, silos, precision) if n_max is None else n_max
     encoding = Encoding(precision=precision, n_max=n_max, value_bound=DEFAULT_VALUE_BOUND)
     protocol = ProtocolParams(
-        silos=silos, users=users, dimension=params, key_bits=key_bits, encoding=encoding, test_keys=test_keys
+        silos=silos,
+        users=users,
+        dimension=params,
+        key_bits=key_bits,
+        encoding=encoding,
+        test_keys=test_keys,
+        sampling=sampling,
     )
     counts, deltas, noise = synthetic_inputs(silos, users, params, seed)
     sampled = np.ones(users, dtype=bool)
@@ -138,14 +180,22 @@ def benchmark_run(
     plain = plaintext_weighted_sum(deltas, counts, sampled, noise)
     tolerance = rounding_tolerance(encoding, users, silos, largest_value(deltas, noise))
     round_seconds: list[dict[str, float]] = []
+    sample_sizes: list[int] = []
     max_error = 0.0
     for t in range(rounds):
-        result = weighting_round(federation, t, deltas, noise, sampled, workers=workers)
+        if sampling is None:
+            result = weighting_round(federation, t, deltas, noise, sampled, workers=workers)
+            expected = plain
+        else:
+            result = private_weighting_round(federation, t, deltas, noise, workers=workers)
+            sample = realized_sample(federation, t)
+            sample_sizes.append(int(sample.sum()))
+            expected = plaintext_weighted_sum(deltas, counts, sample, noise)
         round_seconds.append(result.seconds)
-        max_error = max(max_error, float(np.max(np.abs(result.aggregate - plain))))
+        max_error = max(max_error, float(np.max(np.abs(result.aggregate - expected))))
         for _ in range(silos + 2):
             progress(f"round {t + 1}/{rounds}")
-    for phase in ("server_weights", "silo_weighting", "aggregation"):
+    for phase in ROUND_PHASES + (SAMPLING_PHASES if sampling is not None else ()):
         seconds[phase] = float(np.mean([r[phase] for r in round_seconds]))
     verified = max_error <= tolerance
     authentication_seconds = federation.authentication_seconds
@@ -177,4 +227,6 @@ def benchmark_run(
         straightforward_seconds=straightforward_seconds,
         straightforward_matches=matches,
         authentication_seconds=authentication_seconds,
+        sampling=sampling,
+        sampled_users=float(np.mean(sample_sizes)) if sample_sizes else None,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from uldp.crypto.encoding import Encoding
 from uldp.crypto.paillier import DEFAULT_KEY_BITS, check_key_bits
+from uldp.crypto.protocol.sampling import SamplingParams
 from uldp.errors import InvalidParameter
 
 
@@ -14,6 +15,8 @@ class ProtocolParams:
     """|S|, |U|, d, the security parameter λ (Paillier key size) and the encoding (P, N_max).
 
     `test_keys=True` allows keys below 2048 bits; it is insecure and meant for tests only.
+    `sampling`: private user-level sub-sampling (P slots, m real, the audit rate), or None when
+    the server draws the sample in the clear (Protocol 1 step 2(a)).
     """
 
     silos: int
@@ -22,6 +25,7 @@ class ProtocolParams:
     key_bits: int = DEFAULT_KEY_BITS
     encoding: Encoding = field(default_factory=Encoding)
     test_keys: bool = False
+    sampling: SamplingParams | None = None
 
     def __post_init__(self) -> None:
         for name in ("silos", "users", "dimension"):

@@ -27,6 +27,7 @@ from uldp.crypto.encoding import (
 )
 from uldp.crypto.paillier import PrivateKey, PublicKey, generate_keypair
 from uldp.crypto.protocol.params import ProtocolParams
+from uldp.crypto.protocol.sampling import SamplingParams
 from uldp.crypto.protocol.server import AggregationServer
 from uldp.crypto.protocol.silo import SEED_OWNER, Silo
 from uldp.errors import InvalidParameter, ProtocolError
@@ -156,6 +157,89 @@ def weighting_round(
     return RoundResult(aggregate, seconds, tuple(silo_seconds))
 
 
+SAMPLING_PHASES = (
+    "sampling_offer",
+    "sampling_choice",
+    "sampling_transfer",
+    "sampling_retrieve",
+    "sampling_audit",
+)
+"""The phases private sampling adds to a round (server: offer, transfer; silos: the rest)."""
+
+
+def private_weighting_round(
+    federation: Federation,
+    round_index: int,
+    silo_deltas: Sequence[np.ndarray],
+    silo_noise: Sequence[np.ndarray],
+    *,
+    method: str = "fast",
+    workers: int | None = None,
+) -> RoundResult:
+    """Round (a)-(c) with private sampling (`crypto.protocol.sampling`): round (a)'s weights go
+    by oblivious transfer, checked by the silos' audit; then (b)-(c) as `weighting_round`.
+
+    The silos' seconds are means over silos, as for `silo_weighting` (which here excludes the
+    check of the openings, `sampling_audit`).
+    """
+    server, silos, network = federation.server, federation.silos, federation.network
+    if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
+        raise InvalidParameter(f"need one delta array and one noise share per silo ({len(silos)})")
+    seconds: dict[str, float] = {}
+    start = time.perf_counter()
+    offers = server.sampling_offer(round_index)
+    seconds["sampling_offer"] = time.perf_counter() - start
+    spent = []
+    for silo, envelope in zip(silos, offers):
+        start = time.perf_counter()
+        reply = silo.sampling_choice(network(envelope))
+        spent.append(time.perf_counter() - start)
+        server.receive_sampling_choice(network(reply))
+    seconds["sampling_choice"] = float(np.mean(spent))
+    start = time.perf_counter()
+    transfers = server.sampling_transfer(round_index)
+    seconds["sampling_transfer"] = time.perf_counter() - start
+    spent, relayed = [], []
+    for silo, envelope in zip(silos, transfers):
+        start = time.perf_counter()
+        request, *digests = silo.sampling_audit(network(envelope))
+        spent.append(time.perf_counter() - start)
+        server.receive_sampling_audit(network(request))
+        relayed += [network(server.relay(network(d))) for d in digests]
+    seconds["sampling_retrieve"] = float(np.mean(spent))
+    for envelope in relayed:
+        silos[_silo_index(envelope.receiver, len(silos))].receive_sampling_digest(envelope)
+    start = time.perf_counter()
+    openings = server.sampling_openings(round_index)
+    seconds["server_weights"] = time.perf_counter() - start
+    spent, audits = [], []
+    for silo, envelope, deltas, noise in zip(silos, openings, silo_deltas, silo_noise):
+        start = time.perf_counter()
+        message = silo.masked_sum(network(envelope), deltas, noise, method=method, workers=workers)
+        spent.append(time.perf_counter() - start - silo.audit_seconds)
+        audits.append(silo.audit_seconds)
+        server.receive_masked_sum(network(message))
+    seconds["silo_weighting"] = float(np.mean(spent))
+    seconds["sampling_audit"] = float(np.mean(audits))
+    start = time.perf_counter()
+    aggregate = server.aggregate(round_index)
+    seconds["aggregation"] = time.perf_counter() - start
+    return RoundResult(aggregate, seconds, tuple(spent))
+
+
+def realized_sample(federation: Federation, round_index: int) -> np.ndarray:
+    """Who took part in a private-sampling round: c_u in S_u, and u not audited.
+
+    It takes the server's S_u and the silos' seed R together, which no party holds: for tests
+    and benchmarks only (the server's secrets are kept for the last aggregated round).
+    """
+    state = federation.server.sampling_secrets(round_index)
+    choices, audited = federation.silos[0].sampling_draws(round_index)
+    taken = np.array([c in set(state.subsets[u]) for u, c in enumerate(choices)], dtype=bool)
+    taken[list(audited)] = False
+    return taken
+
+
 def plaintext_weighted_sum(
     silo_deltas: Sequence[np.ndarray],
     counts: np.ndarray,
@@ -270,6 +354,7 @@ class WeightingSession:
         precision: float | None = None,
         n_max: int | None = None,
         workers: int | None = None,
+        sampling: SamplingParams | None = None,
     ) -> None:
         counts = np.asarray(counts)
         if counts.ndim != 2 or not np.issubdtype(counts.dtype, np.integer):
@@ -278,18 +363,46 @@ class WeightingSession:
             )
         silos, users = counts.shape
         self.params, keypair = session_params(
-            silos, users, dimension, key_bits=key_bits, test_keys=test_keys, precision=precision, n_max=n_max
+            silos,
+            users,
+            dimension,
+            key_bits=key_bits,
+            test_keys=test_keys,
+            precision=precision,
+            n_max=n_max,
+            sampling=sampling,
         )
         for u, total in enumerate(counts.sum(axis=0).tolist()):
             self.params.encoding.check_count(int(total), f"N_u for user {u}")
         self.federation = setup(counts, self.params, keypair=keypair)
         self.workers = workers
         self.rounds_done = 0
+        self._last_index: int | None = None
+
+    @property
+    def last_sample(self) -> np.ndarray | None:
+        """The realised sample of the last private-sampling round (`realized_sample`: it joins the
+        server's secrets and the silos' seed, for tests; computed only when asked), else None."""
+        if self._last_index is None:
+            return None
+        return realized_sample(self.federation, self._last_index)
 
     def round(
-        self, silo_deltas: Sequence[np.ndarray], sampled: np.ndarray, silo_noise: Sequence[np.ndarray]
+        self,
+        silo_deltas: Sequence[np.ndarray],
+        sampled: np.ndarray | None,
+        silo_noise: Sequence[np.ndarray],
+        *,
+        round_index: int | None = None,
     ) -> np.ndarray:
-        """One weighting round (a)-(c): the decoded weighted sum plus the noise shares."""
+        """One weighting round (a)-(c): the decoded weighted sum plus the noise shares.
+
+        Under private sampling (`sampling` given) `sampled` is None: the oblivious transfer draws
+        the sample, and `last_sample` gives the realised one (`realized_sample`, for tests: no
+        party of a real deployment can compute it). `round_index` numbers the round (each index
+        once, increasing: the training round, so that every engine derives the same draws from
+        it); by default the rounds done so far.
+        """
         p = self.params
         if len(silo_deltas) != p.silos or len(silo_noise) != p.silos:
             raise InvalidParameter(
@@ -301,9 +414,20 @@ class WeightingSession:
                 raise InvalidParameter(
                     f"each silo's deltas must be ({p.users}, {p.dimension}), got {np.shape(deltas)}"
                 )
-        result = weighting_round(
-            self.federation, self.rounds_done, silo_deltas, silo_noise, sampled, workers=self.workers
-        )
+        index = self.rounds_done if round_index is None else round_index
+        if self.params.sampling is not None:
+            if sampled is not None:
+                raise InvalidParameter("under private sampling the server draws no sample: pass sampled=None")
+            result = private_weighting_round(
+                self.federation, index, silo_deltas, silo_noise, workers=self.workers
+            )
+            self._last_index = index
+        else:
+            if sampled is None:
+                raise InvalidParameter("sampled is needed unless private sampling draws it")
+            result = weighting_round(
+                self.federation, index, silo_deltas, silo_noise, sampled, workers=self.workers
+            )
         self.rounds_done += 1
         return result.aggregate
 
@@ -317,6 +441,7 @@ def session_params(
     test_keys: bool = False,
     precision: float | None = None,
     n_max: int | None = None,
+    sampling: SamplingParams | None = None,
 ) -> tuple[ProtocolParams, tuple[PublicKey, PrivateKey]]:
     """The server's fresh Paillier key pair and the protocol's parameters for it.
 
@@ -348,5 +473,6 @@ def session_params(
         key_bits=key_bits,
         encoding=encoding,
         test_keys=test_keys,
+        sampling=sampling,
     )
     return params, (public, private)

@@ -19,10 +19,12 @@ from typing import TypeVar
 import gmpy2
 import numpy as np
 
+from uldp.crypto import ot
 from uldp.crypto.channel import SERVER, SETUP_ROUND, Channels, Envelope, TamperedMessage, silo_name
 from uldp.crypto.dh import generate_dh_keypair, validate_public_key
 from uldp.crypto.masking import inverse_mod
 from uldp.crypto.paillier import PrivateKey, PublicKey, check_modulus, generate_keypair
+from uldp.crypto.protocol import sampling
 from uldp.crypto.protocol.messages import (
     BlindedHistogramMessage,
     DhKeyMessage,
@@ -31,11 +33,16 @@ from uldp.crypto.protocol.messages import (
     MaskedSumMessage,
     Message,
     PaillierKeyMessage,
+    SamplingAuditMessage,
+    SamplingChoiceMessage,
+    SamplingOfferMessage,
+    SamplingOpeningMessage,
+    SamplingTransferMessage,
 )
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.errors import InvalidParameter, ProtocolError
 
-S = TypeVar("S", BlindedHistogramMessage, MaskedSumMessage)
+S = TypeVar("S", BlindedHistogramMessage, MaskedSumMessage, SamplingChoiceMessage, SamplingAuditMessage)
 """The messages a silo sends the server after setup (a): both name their silo."""
 
 
@@ -54,6 +61,8 @@ class AggregationServer:
         self._histograms: dict[int, tuple[int, ...]] = {}
         self._blinded_inverses: list[gmpy2.mpz] | None = None
         self._sums: dict[int, dict[int, tuple[int, ...]]] = {}
+        self._sampling: dict[int, sampling.ServerRound] = {}
+        self._last_round = -1  # private sampling: rounds are opened in increasing order, once
 
     @property
     def dh_public(self) -> int:
@@ -159,6 +168,11 @@ class AggregationServer:
             raise ProtocolError(
                 f"round {round_index}: setup (f) has not run (no blinded inverses); no weights are sent"
             )
+        if self.params.sampling is not None:
+            raise ProtocolError(
+                f"round {round_index}: under private sampling the weights go by oblivious transfer "
+                "(sampling_offer), not in the clear"
+            )
         sampled = np.asarray(sampled, dtype=bool)
         if sampled.shape != (self.params.users,):
             raise ProtocolError(f"sampled must have shape ({self.params.users},), got {sampled.shape}")
@@ -169,6 +183,112 @@ class AggregationServer:
         )
         self._sums[round_index] = {}
         return self._to_every_silo(EncryptedWeightsMessage(round_index, ciphertexts), round_index)
+
+    # Private sampling (ULDP-FL §4.1; crypto/protocol/sampling.py): round (a) by oblivious transfer.
+    def sampling_offer(self, round_index: int) -> list[Envelope]:
+        """Sampling (1): fresh secrets for the round; the OT offers and commitments to every silo."""
+        params = self._sampling_params()
+        if self._blinded_inverses is None:
+            raise ProtocolError(f"round {round_index}: setup (f) has not run (no blinded inverses)")
+        if round_index in self._sampling or round_index in self._sums or round_index <= self._last_round:
+            raise ProtocolError(f"round {round_index} was already opened by the server")
+        self._last_round = round_index
+        state, offers, commitments = sampling.server_round(round_index, self.params.users, params)
+        self._sampling[round_index] = state
+        message = SamplingOfferMessage(round_index, tuple(offers), tuple(commitments))
+        state.offer = message
+        return self._to_every_silo(message, round_index)
+
+    def receive_sampling_choice(self, envelope: Envelope) -> None:
+        """Silo s's OT choices B_u: one per user, each checked to be in the group when used."""
+        self.inbox.append(envelope)
+        message = self._receive(envelope, SamplingChoiceMessage, envelope.round)
+        state = self._sampling_round(message.round, "choices")
+        if len(message.choices) != self.params.users:
+            raise ProtocolError(
+                f"silo {message.silo} sent {len(message.choices)} OT choices, expected {self.params.users}"
+            )
+        if message.silo in state.choices:
+            raise ProtocolError(f"silo {message.silo} sent its OT choices for round {message.round} twice")
+        for choice in message.choices:
+            ot.check_element(choice, f"silo {message.silo}'s OT choice B in round {message.round}")
+        state.choices[message.silo] = message.choices
+
+    def sampling_transfer(self, round_index: int) -> list[Envelope]:
+        """Sampling (3): Enc(B_inv(N_u)) and Enc(0) sealed per user, and each silo's padded slots."""
+        params = self._sampling_params()
+        state = self._sampling_round(round_index, "transfer")
+        if state.boxes:
+            raise ProtocolError(f"round {round_index}: the sampling transfer was already made")
+        missing = set(range(self.params.silos)) - state.choices.keys()
+        if missing:
+            raise ProtocolError(f"round {round_index}: no OT choices from silo(s) {sorted(missing)}")
+        assert self._blinded_inverses is not None  # sampling_offer checked it
+        sampling.seal_weights(state, round_index, self._blinded_inverses, self.private_key)
+        return [
+            self.channels.wrap(
+                silo_name(s),
+                SamplingTransferMessage.KIND,
+                round_index,
+                SamplingTransferMessage(
+                    round_index,
+                    state.boxes,
+                    sampling.slot_pads(state, round_index, state.choices[s], params.slots),
+                ),
+            )
+            for s in range(self.params.silos)
+        ]
+
+    def receive_sampling_audit(self, envelope: Envelope) -> None:
+        """Silo s's audit request: the users it will check; every silo must ask for the same."""
+        self.inbox.append(envelope)
+        message = self._receive(envelope, SamplingAuditMessage, envelope.round)
+        state = self._sampling_round(message.round, "audit")
+        if not state.boxes:
+            raise ProtocolError(
+                f"silo {message.silo} asked for an audit of round {message.round} before its transfer"
+            )
+        if message.silo in state.audits:
+            raise ProtocolError(f"silo {message.silo} asked twice for the audit of round {message.round}")
+        state.audits[message.silo] = message.audited
+
+    def sampling_openings(self, round_index: int) -> list[Envelope]:
+        """Sampling (5): the audited users' secrets to every silo; opens the round for masked sums."""
+        state = self._sampling_round(round_index, "openings")
+        missing = set(range(self.params.silos)) - state.audits.keys()
+        if missing:
+            raise ProtocolError(f"round {round_index}: no audit request from silo(s) {sorted(missing)}")
+        requests = set(state.audits.values())
+        if len(requests) != 1:
+            raise ProtocolError(
+                f"round {round_index}: the silos asked to audit different users; "
+                "they derive them from one seed"
+            )
+        (audited,) = requests
+        if any(not 0 <= u < self.params.users for u in audited) or sorted(set(audited)) != list(audited):
+            raise ProtocolError(
+                f"round {round_index}: the audit request names users outside [0, {self.params.users})"
+            )
+        state.audited = audited
+        openings = tuple(sampling.opening(state, u) for u in audited)
+        self._sums[round_index] = {}
+        return self._to_every_silo(SamplingOpeningMessage(round_index, openings), round_index)
+
+    def sampling_secrets(self, round_index: int) -> sampling.ServerRound:
+        """The server's secrets of a round (its real slots S_u): for tests and benchmarks that
+        check the realised sample, which needs these and the silos' seed R together."""
+        return self._sampling_round(round_index, "inspection")
+
+    def _sampling_params(self) -> sampling.SamplingParams:
+        if self.params.sampling is None:
+            raise ProtocolError("private sampling was not agreed in the protocol's parameters")
+        return self.params.sampling
+
+    def _sampling_round(self, round_index: int, step: str) -> sampling.ServerRound:
+        state = self._sampling.get(round_index)
+        if state is None:
+            raise ProtocolError(f"round {round_index} has no private sampling offer (at step {step})")
+        return state
 
     # Round (c): aggregate, decrypt, decode.
     def receive_masked_sum(self, envelope: Envelope) -> None:
@@ -197,6 +317,8 @@ class AggregationServer:
                 f"not cancel, nothing is decrypted"
             )
         del self._sums[round_index]  # a whole run keeps one server: hold one round's ciphertexts
+        for old in [t for t in self._sampling if t < round_index]:  # keep only this round's secrets
+            del self._sampling[old]  # (`sampling_secrets`), not every aborted round's
         pk, sk = self.public_key, self.private_key
         encoding = self.params.encoding
         bound = encoding.aggregate_bound(self.params.users, self.params.silos)

@@ -21,15 +21,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import gmpy2
 import numpy as np
 
 # The module, not its names: crypto.wire imports crypto.protocol.messages, whose package imports us.
-from uldp.crypto import wire
+from uldp.crypto import ot, wire
 from uldp.crypto.channel import (
     KEY_BYTES,
     SERVER,
@@ -52,6 +53,7 @@ from uldp.crypto.dh import (
 from uldp.crypto.masking import add_masks, blind, pairwise_masks
 from uldp.crypto.paillier import PublicKey, check_modulus
 from uldp.crypto.prg import unit_elements
+from uldp.crypto.protocol import sampling
 from uldp.crypto.protocol.messages import (
     BlindedHistogramMessage,
     DhKeyMessage,
@@ -60,7 +62,14 @@ from uldp.crypto.protocol.messages import (
     MaskedSumMessage,
     Message,
     PaillierKeyMessage,
+    SamplingAuditMessage,
+    SamplingChoiceMessage,
+    SamplingDigestMessage,
+    SamplingOfferMessage,
+    SamplingOpeningMessage,
+    SamplingTransferMessage,
     SealedSeedMessage,
+    SlotBoxes,
 )
 from uldp.crypto.protocol.params import ProtocolParams
 from uldp.crypto.sealing import open_sealed, seal
@@ -74,8 +83,33 @@ SEED_BYTES = 32
 
 M = TypeVar("M", bound=Message)
 
-STATE_VERSION = 1
-"""The layout of `SiloState`; a state of another version is refused, not misread."""
+STATE_VERSION = 2
+"""The layout of `SiloState`; a state of another version is refused, not misread (2: private sampling)."""
+
+
+@dataclass(frozen=True)
+class SiloSampling:
+    """A silo's private-sampling round in progress (`crypto.protocol.sampling`), kept between messages.
+
+    After the offer (`stage` "chosen"): the offers A_u, commitments, the silo's OT secrets b_u and
+    choices B_u. After the transfer ("retrieved"): the secrets are gone; `weights` holds the
+    ciphertext each user's slot opened (1, an encryption of 0, for the audited users, who sit the
+    round out), and the audited users' slots and boxes are kept for the check of the openings;
+    `agreed` lists the silos whose digest of the offer and boxes matched this silo's.
+    """
+
+    round: int
+    stage: str
+    offers: tuple[int, ...]
+    commitments: tuple[bytes, ...]
+    secrets: tuple[int, ...]
+    choices: tuple[int, ...]
+    weights: tuple[int, ...]
+    audited: tuple[int, ...]
+    audit_slots: tuple[bytes, ...]
+    audit_boxes: tuple[SlotBoxes, ...]
+    digest: bytes
+    agreed: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -103,6 +137,8 @@ class SiloState:
     seal_keys: tuple[tuple[int, bytes], ...]
     seed: tuple[bytes, ...]
     rounds_used: tuple[int, ...]
+    sampling: tuple[SiloSampling, ...]
+    last_offered: int
 
 
 def params_digest(params: ProtocolParams) -> bytes:
@@ -118,6 +154,16 @@ def params_digest(params: ProtocolParams) -> bytes:
         float(encoding.precision).hex(),
         encoding.n_max,
         float(encoding.value_bound).hex(),
+        *(
+            ()
+            if params.sampling is None
+            else (
+                "sampling",
+                params.sampling.slots,
+                params.sampling.real,
+                float(params.sampling.audit_rate).hex(),
+            )
+        ),
     )
     return hashlib.sha256(encode(fields)).digest()
 
@@ -153,6 +199,11 @@ class Silo:
         self._seed: bytes | None = secrets.token_bytes(SEED_BYTES) if silo_id == SEED_OWNER else None
         self._blinds: list[gmpy2.mpz] | None = None
         self._rounds_used: set[int] = set()
+        self._sampling: SiloSampling | None = None
+        self._last_offered = -1  # private sampling: each round is offered once, in increasing order
+        self.audit_seconds = 0.0  # the last round's check of the openings (benchmarks)
+        # Users whose slot opened no usable box in the last transfer: weight Enc(0), told to no one.
+        self.unopened: tuple[int, ...] = ()
 
     def export_state(self) -> bytes:
         """This silo's secrets and counters as bytes (`SiloState` in the `crypto.wire` format).
@@ -178,6 +229,8 @@ class Silo:
             seal_keys=tuple(sorted(self._seal_keys.items())),
             seed=() if self._seed is None else (self._seed,),
             rounds_used=tuple(sorted(self._rounds_used)),
+            sampling=() if self._sampling is None else (self._sampling,),
+            last_offered=self._last_offered,
         )
         return encode(state)
 
@@ -203,6 +256,10 @@ class Silo:
         silo._seed = state.seed[0] if state.seed else None
         silo._blinds = None
         silo._rounds_used = set(state.rounds_used)
+        silo._sampling = state.sampling[0] if state.sampling else None
+        silo._last_offered = state.last_offered
+        silo.audit_seconds = 0.0
+        silo.unopened = ()
         return silo
 
     # Setup (a).
@@ -323,26 +380,229 @@ class Silo:
         fixed = [fixed_flat[u * p.dimension : (u + 1) * p.dimension] for u in range(p.users)]
         c_lcm = gmpy2.mpz(encoding.c_lcm)
         noise_terms = [gmpy2.mpz(z) * c_lcm for z in encoding.fixed_point(noise)]
-        message = self._receive(envelope, EncryptedWeightsMessage)
-        if message.round != envelope.round:
+        round_index, ciphertexts = self._round_weights(envelope)
+        if len(ciphertexts) != p.users:
+            raise ProtocolError(f"silo {self.id}: {len(ciphertexts)} encrypted weights for {p.users} users")
+        if round_index in self._rounds_used:
             raise ProtocolError(
-                f"silo {self.id}: encrypted weights for round {message.round} sent as {envelope.round}"
-            )
-        if len(message.ciphertexts) != p.users:
-            raise ProtocolError(
-                f"silo {self.id}: {len(message.ciphertexts)} encrypted weights for {p.users} users"
-            )
-        if message.round in self._rounds_used:
-            raise ProtocolError(
-                f"silo {self.id}: round {message.round} was already used; a round "
+                f"silo {self.id}: round {round_index} was already used; a round "
                 f"index must be fresh, or its pairwise masks would be reused"
             )
-        masks = pairwise_masks(self.id, self._mask_seeds, f"round/{message.round}", p.dimension, pk.n)
-        self._rounds_used.add(message.round)
+        masks = pairwise_masks(self.id, self._mask_seeds, f"round/{round_index}", p.dimension, pk.n)
+        self._rounds_used.add(round_index)
+        self._sampling = None
         offsets = add_masks(noise_terms, masks, pk.n)
         factors = user_factors(self._counts, self._multiplicative_blinds(), encoding.c_lcm, pk.n)
-        weights = [gmpy2.mpz(c) for c in message.ciphertexts]
+        weights = [gmpy2.mpz(c) for c in ciphertexts]
         return weights, factors, fixed, offsets
+
+    def _round_weights(self, envelope: Envelope) -> tuple[int, tuple[int, ...]]:
+        """(round, Enc(weight) per user): round (a)'s message, or under private sampling the
+        ciphertexts the silo's OT opened, once the audit of the openings passed."""
+        if self.params.sampling is not None:
+            message = self._receive(envelope, SamplingOpeningMessage)
+            return message.round, self._audited_weights(envelope.round, message)
+        plain = self._receive(envelope, EncryptedWeightsMessage)
+        if plain.round != envelope.round:
+            raise ProtocolError(
+                f"silo {self.id}: encrypted weights for round {plain.round} sent as {envelope.round}"
+            )
+        return plain.round, plain.ciphertexts
+
+    # Private sampling (ULDP-FL §4.1; crypto/protocol/sampling.py).
+    def sampling_choice(self, envelope: Envelope) -> Envelope:
+        """Sampling (2): c_u from R for every user, and the OT choice B_u that hides it."""
+        self.inbox.append(envelope)
+        params = self._sampling_params()
+        message = self._receive(envelope, SamplingOfferMessage)
+        round_index = self._fresh_round(message.round, envelope.round)
+        if round_index <= self._last_offered:
+            # Offered again, the round would draw the same c_u and audit set from R, which the
+            # server has seen by then: it could put the real key in every slot of the others.
+            raise ProtocolError(
+                f"silo {self.id}: round {round_index} was offered before (rounds are offered once, "
+                f"in increasing order; the last was {self._last_offered})"
+            )
+        self._last_offered = round_index
+        users = self.params.users
+        if len(message.offers) != users or len(message.commitments) != users:
+            raise ProtocolError(f"silo {self.id}: the sampling offer is not one per user of {users}")
+        choices = sampling.slot_choices(self._shared_seed(), round_index, users, params.slots)
+        drawn = [ot.choose(offer, c, params.slots) for offer, c in zip(message.offers, choices)]
+        self._sampling = SiloSampling(
+            round=round_index,
+            stage="chosen",
+            offers=message.offers,
+            commitments=message.commitments,
+            secrets=tuple(b for b, _ in drawn),
+            choices=tuple(big_b for _, big_b in drawn),
+            weights=(),
+            audited=(),
+            audit_slots=(),
+            audit_boxes=(),
+            digest=b"",
+            agreed=(),
+        )
+        reply = SamplingChoiceMessage(self.id, round_index, self._sampling.choices)
+        return self.channels.wrap(SERVER, reply.KIND, round_index, reply)
+
+    def sampling_audit(self, envelope: Envelope) -> list[Envelope]:
+        """Sampling (4): open this silo's slot of every user not audited; ask for the audit, and
+        send every other silo the digest of the offer and boxes (through the server)."""
+        self.inbox.append(envelope)
+        params = self._sampling_params()
+        pending = self._pending("chosen", envelope.round)
+        message = self._receive(envelope, SamplingTransferMessage)
+        if message.round != pending.round:
+            raise ProtocolError(
+                f"silo {self.id}: a transfer for round {message.round} in round {pending.round}"
+            )
+        users = self.params.users
+        sampling.check_transfer_shape(message, users, params.slots)
+        seed = self._shared_seed()
+        audited = sampling.audited_users(seed, pending.round, users, params.audit_rate)
+        skip = set(audited)
+        choices = sampling.slot_choices(seed, pending.round, users, params.slots)
+        nsquare = self._public().nsquare
+        retrieved = [
+            None
+            if u in skip
+            else sampling.retrieve(
+                pending.round,
+                u,
+                pending.offers[u],
+                pending.choices[u],
+                pending.secrets[u],
+                choices[u],
+                message.slots[u],
+                message.boxes[u],
+                nsquare,
+            )
+            for u in range(users)
+        ]
+        # A slot that opened nothing usable counts as Enc(0), silently (`sampling.retrieve`).
+        self.unopened = tuple(u for u, w in enumerate(retrieved) if w is None and u not in skip)
+        weights = tuple(1 if w is None else w for w in retrieved)
+        offer = SamplingOfferMessage(pending.round, pending.offers, pending.commitments)
+        digest = sampling.offer_digest(offer, message.boxes)
+        self._sampling = SiloSampling(
+            round=pending.round,
+            stage="retrieved",
+            offers=pending.offers,
+            commitments=pending.commitments,
+            secrets=(),
+            choices=pending.choices,
+            weights=weights,
+            audited=audited,
+            audit_slots=tuple(message.slots[u] for u in audited),
+            audit_boxes=tuple(message.boxes[u] for u in audited),
+            digest=digest,
+            agreed=(),
+        )
+        request = SamplingAuditMessage(self.id, pending.round, audited)
+        out = [self.channels.wrap(SERVER, request.KIND, pending.round, request)]
+        for peer in range(self.params.silos):
+            if peer != self.id:
+                note = SamplingDigestMessage(self.id, peer, pending.round, digest)
+                out.append(self.channels.wrap(silo_name(peer), note.KIND, pending.round, note))
+        return out
+
+    def receive_sampling_digest(self, envelope: Envelope) -> None:
+        """Another silo's digest of the offer and boxes, relayed: it must equal this silo's."""
+        self.inbox.append(envelope)
+        pending = self._pending("retrieved", envelope.round)
+        message = self._receive(envelope, SamplingDigestMessage)
+        if (
+            envelope.sender != silo_name(message.sender)
+            or message.recipient != self.id
+            or message.round != pending.round
+        ):
+            raise ProtocolError(f"silo {self.id}: a sampling digest addressed elsewhere or for another round")
+        if message.sender in pending.agreed:
+            raise ProtocolError(f"silo {self.id}: a second sampling digest from silo {message.sender}")
+        if message.digest != pending.digest:
+            raise sampling.SamplingCheat(
+                f"round {pending.round}: silo {message.sender} received another sampling offer or other "
+                f"boxes than silo {self.id}: the server sent the silos different slots"
+            )
+        self._sampling = replace(pending, agreed=tuple(sorted((*pending.agreed, message.sender))))
+
+    def _audited_weights(self, round_index: int, message: SamplingOpeningMessage) -> tuple[int, ...]:
+        """Check the openings of the audited users (`sampling.check_opening`) and every other
+        silo's digest; the weights the OT gave, if all passed."""
+        params = self._sampling_params()
+        pending = self._pending("retrieved", round_index)
+        if message.round != pending.round:
+            raise ProtocolError(
+                f"silo {self.id}: openings for round {message.round} in round {pending.round}"
+            )
+        peers = set(range(self.params.silos)) - {self.id}
+        if set(pending.agreed) != peers:
+            raise ProtocolError(
+                f"silo {self.id}: round {pending.round}: no sampling digest from silo(s) "
+                f"{sorted(peers - set(pending.agreed))}; the silos cannot tell they got the same slots"
+            )
+        opened = {o.user: o for o in message.openings}
+        if len(opened) != len(message.openings) or sorted(opened) != list(pending.audited):
+            raise sampling.SamplingCheat(
+                f"round {pending.round}: the server opened users {sorted(opened)}, not the audited "
+                f"{list(pending.audited)}"
+            )
+        n = self._modulus()
+        start = time.perf_counter()
+        for position, u in enumerate(pending.audited):
+            sampling.check_opening(
+                pending.round,
+                params,
+                opened[u],
+                pending.offers[u],
+                pending.commitments[u],
+                pending.choices[u],
+                pending.audit_slots[position],
+                pending.audit_boxes[position],
+                n,
+            )
+        self.audit_seconds = time.perf_counter() - start
+        return pending.weights
+
+    def sampling_draws(self, round_index: int) -> tuple[list[int], tuple[int, ...]]:
+        """(c_u per user, the audited users) of a round, from R: this silo's half of the realised
+        sample (the other half, S_u, is the server's); for tests and benchmarks."""
+        params = self._sampling_params()
+        seed = self._shared_seed()
+        return (
+            sampling.slot_choices(seed, round_index, self.params.users, params.slots),
+            sampling.audited_users(seed, round_index, self.params.users, params.audit_rate),
+        )
+
+    def _fresh_round(self, round_index: int, envelope_round: int) -> int:
+        if round_index != envelope_round:
+            raise ProtocolError(f"silo {self.id}: a message for round {round_index} sent as {envelope_round}")
+        if round_index in self._rounds_used or round_index < 0:
+            raise ProtocolError(f"silo {self.id}: round {round_index} was already used")
+        return round_index
+
+    def _pending(self, stage: str, round_index: int) -> SiloSampling:
+        pending = self._sampling
+        if pending is None or pending.stage != stage or pending.round != round_index:
+            where = "none" if pending is None else f"round {pending.round} at stage {pending.stage!r}"
+            raise ProtocolError(
+                f"silo {self.id}: a private-sampling message of round {round_index} out of order "
+                f"(this silo expected stage {stage!r}; it holds {where})"
+            )
+        return pending
+
+    def _sampling_params(self) -> sampling.SamplingParams:
+        if self.params.sampling is None:
+            raise ProtocolError(
+                f"silo {self.id}: private sampling was not agreed in the protocol's parameters"
+            )
+        return self.params.sampling
+
+    def _shared_seed(self) -> bytes:
+        if self._seed is None:
+            raise ProtocolError(f"silo {self.id}: setup (c) has not run: no shared seed R")
+        return self._seed
 
     def _multiplicative_blinds(self) -> list[gmpy2.mpz]:
         """r_u for every user, expanded from R: the same at every silo, unknown to the server."""
@@ -375,6 +635,10 @@ def _check_state(state: SiloState, params: ProtocolParams) -> None:
     where = f"silo state (silo {state.silo})"
     if state.version != STATE_VERSION:
         raise ProtocolError(f"{where}: version {state.version}, this code reads version {STATE_VERSION}")
+    if len(state.sampling) > 1 or any(x.stage not in ("chosen", "retrieved") for x in state.sampling):
+        raise ProtocolError(f"{where}: at most one private-sampling round in progress, at a known stage")
+    if state.sampling and params.sampling is None:
+        raise ProtocolError(f"{where}: a private-sampling round in progress, but private sampling is off")
     made = (state.silos, state.users, state.dimension)
     given = (params.silos, params.users, params.dimension)
     if made != given or state.params_digest != params_digest(params):
@@ -409,6 +673,8 @@ def _check_state(state: SiloState, params: ProtocolParams) -> None:
             check_modulus(n, params.key_bits, test_keys=params.test_keys)
     except UldpError as error:
         raise ProtocolError(f"{where}: {error}") from None
+    if state.last_offered < -1 or any(x.round > state.last_offered for x in state.sampling):
+        raise ProtocolError(f"{where}: a private-sampling round in progress that was never offered")
     if any(t < 0 for t in state.rounds_used):
         raise ProtocolError(f"{where}: a negative round index among the rounds used")
 

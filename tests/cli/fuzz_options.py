@@ -111,7 +111,10 @@ def algorithm_bases(head: list[str]) -> dict[str, list[str]]:
     ]
     user = [*head, "--algo", "uldp-avg", "--rounds", "2", "--user-q", "0.5", *FEW_ORDERS]
     group_k = [*head, "--algo", "uldp-group", "--rounds", "2", "--record-q", "0.01", *FEW_ORDERS]
+    private = [*head, "--algo", "uldp-avg-w", "--rounds", "2", "--user-q", "0.5", "--private-sampling"]
+    private += FEW_ORDERS
     return {
+        "--sampling-slots": private,
         "--group-k": group_k,
         "--rounds": user,
         "--user-q": user,

@@ -21,6 +21,10 @@ BASES = {
     "--precision": BASE,
     "--n-max": BASE,
     "--workers": BASE,
+    # Private sampling's options (issue 36) are read only with the flag.
+    "--sampling-slots": [*BASE, "--private-sampling"],
+    "--user-q": [*BASE, "--private-sampling"],
+    "--audit-rate": [*BASE, "--private-sampling"],
 }
 #: Options whose own ceiling is a valid but long benchmark (|U| = 1e4, a 16384-bit key, 1024
 #: processes): that value is checked by the option's type, not run; the value above it is run.

@@ -495,7 +495,7 @@ def replace_state(data: bytes, **changes) -> bytes:
         (dumps(sample_envelope()), "malformed silo state: class 'Envelope' where SiloState is expected"),
         (lambda: fresh_state()[:-1], "malformed silo state"),
         (lambda: fresh_state() + b"\0", "malformed silo state: 1 trailing byte after the SiloState"),
-        (lambda: replace_state(fresh_state(), version=2), "version 2, this code reads version 1"),
+        (lambda: replace_state(fresh_state(), version=3), "version 3, this code reads version 2"),
         (lambda: replace_state(fresh_state(), seed=(b"short",)), "one 32-byte seed R"),
         (lambda: replace_state(fresh_state(), counts=(1, 2, 3)), "3 counts for 4 users"),
         (lambda: replace_state(fresh_state(), counts=(1, 2, 3, 61)), "exceeds N_max = 60"),

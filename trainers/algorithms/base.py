@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     import torch
     from torch import nn
 
+    from uldp.crypto.protocol.sampling import SamplingParams
+
     from ..models import LossFn
     from ..per_user import LocalTraining
     from .dirac_rows import DiracRows
@@ -61,6 +63,12 @@ class TrainConfig:
     secure: bool = False  # uldp-avg-w / uldp-sgd-w: Protocol 1 instead of plaintext weighting
     key_bits: int = 3072
     test_keys: bool = False  # small Paillier keys, for tests only
+    # --secure: the user sample drawn by oblivious transfer (ULDP-FL §4.1), so that the server
+    # does not know it; user_q must then be m / P for P = sampling_slots (`crypto.protocol.sampling`).
+    private_sampling: bool = False
+    sampling_slots: int = 100
+    audit_rate: float = 0.05
+    requested_user_q: float | None = None  # the user q asked for, before rounding to m / P
     batched: bool = True  # per-user training vectorised (trainers/per_user.py)
     local_steps: int = 50  # rpdp / unidp: tau DP-SGD steps per round on a sampled silo
     silo_q: float = 1.0  # rpdp / unidp: lambda, Poisson sampling rate of a silo per round
@@ -128,6 +136,25 @@ class TrainConfig:
             raise InvalidParameter(
                 f"--secure applies to {' and '.join(secure_names())} (Protocol 1 weighting)"
             )
+        if self.private_sampling:
+            self.sampling_params()  # refuses P, m and the audit rate it cannot take
+
+    def sampling_params(self) -> SamplingParams:
+        """P slots, m = q P real ones and the audit rate of private sampling (--private-sampling)."""
+        from uldp.crypto.protocol.sampling import SamplingParams
+
+        if not self.secure or not self.algo.endswith("-w"):
+            raise InvalidParameter(
+                "--private-sampling applies to uldp-avg-w and uldp-sgd-w with --secure: Protocol 1 "
+                "carries the oblivious transfer"
+            )
+        real = round(self.user_q * self.sampling_slots)
+        if abs(real - self.user_q * self.sampling_slots) > 1e-9 or not 0 < real < self.sampling_slots:
+            raise InvalidParameter(
+                f"--private-sampling draws at rates m/P in (0, 1): user-q {self.user_q:g} is not one for "
+                f"P = {self.sampling_slots} slots"
+            )
+        return SamplingParams(self.sampling_slots, real, self.audit_rate)
 
     @property
     def local(self) -> LocalTraining:

@@ -148,7 +148,8 @@ class PerUserClipping(BaseAlgorithm):
         self.sgd = name.startswith("uldp-sgd")
         # Protocol 1's server side: in process, set up at the first round; over Flower, the
         # engine sets the aggregator of the protocol's message rounds before round 1.
-        self.secure: Callable[[list, np.ndarray], torch.Tensor] | None = None
+        self.secure: Callable[[list, np.ndarray | None, int], torch.Tensor] | None = None
+        self.private_sampling = False
 
     def training(self, cfg: TrainConfig) -> LocalTraining:
         from ..per_user import LocalTraining
@@ -156,10 +157,17 @@ class PerUserClipping(BaseAlgorithm):
         return LocalTraining(1, 1.0, None) if self.sgd else cfg.local
 
     def plan_round(self, round: int, ctx: Context, cfg: TrainConfig, rng: np.random.Generator) -> RoundPlan:
+        import numpy as np
+
         from . import faults
         from .base import RoundPlan, sample_users
         from .weighting import uniform_weights
 
+        self.private_sampling = cfg.private_sampling
+        if cfg.private_sampling:
+            # The oblivious transfer draws the sample inside Protocol 1: the server never knows it,
+            # so its plan marks every user (none is known to sit the round out).
+            return RoundPlan(round, np.ones(ctx.n_users, dtype=bool), None)
         # Per-user budgets: user u with its own q_u (PULDP-AVG of the ULDP-FL authors' code).
         sampled = sample_users(ctx.n_users, cfg.user_q if ctx.user_q is None else ctx.user_q, rng)
         # -w: the weights come from the histogram, which only the weighting step may see.
@@ -239,18 +247,35 @@ class PerUserClipping(BaseAlgorithm):
         if self.weighted and cfg.secure:
             if self.secure is None:  # in process: all parties of Protocol 1 here, set up once
                 self.secure = SecureWeighting(
-                    _counts(ctx), ctx.n_params, key_bits=cfg.key_bits, test_keys=cfg.test_keys
+                    _counts(ctx),
+                    ctx.n_params,
+                    key_bits=cfg.key_bits,
+                    test_keys=cfg.test_keys,
+                    sampling=cfg.sampling_params() if cfg.private_sampling else None,
                 )
-            total = self.secure(messages, plan.sampled)
+            total = self.secure(messages, None if cfg.private_sampling else plan.sampled, plan.round)
         elif self.weighted:
             total = plaintext_weighted_sum(messages, _counts(ctx), plan.sampled, fault=cfg.fault)
         else:
             total = torch.stack([m.delta for m in messages]).sum(dim=0)
         # Algorithm 4 line 10 divides by the expected number of sampled users, q |U|; with a rate
-        # per user that is sum_u q_u = mean(q_u) |U| (the reference's average_qC).
+        # per user that is sum_u q_u = mean(q_u) |U| (the reference's average_qC). Private
+        # sampling's audited users sit the round out: (1 - a) q |U| take part on average.
         q = cfg.user_q if ctx.user_q is None else float(ctx.user_q.mean())
+        if cfg.private_sampling:
+            q *= 1 - cfg.audit_rate
         scale = cfg.global_lr / (q * ctx.n_users * ctx.n_silos)
         return apply_delta(params, total, scale)
+
+    def account_flags(self, cfg: TrainConfig, n_silos: int) -> list[str]:
+        flags = super().account_flags(cfg, n_silos)
+        if cfg.private_sampling:
+            flags.append(f"--private-sampling --sampling-slots {cfg.sampling_slots}")
+        return flags
+
+    def round_fields(self, plan: RoundPlan) -> dict[str, object]:
+        """Who took part; under private sampling nobody knows (the field is left out)."""
+        return {} if self.private_sampling else super().round_fields(plan)
 
     def reply_type(self, cfg: TrainConfig) -> type:
         from .base import SiloDelta, SiloUserDeltas
@@ -264,6 +289,22 @@ class PerUserClipping(BaseAlgorithm):
                 "weights sum to 1 over silos for every user, so a user moves the sum by <= C"
             )
         }
+        if cfg.private_sampling:
+            sampling = cfg.sampling_params()
+            asked = cfg.requested_user_q
+            rounded = (
+                f" (--user-q {asked:g} rounded to the nearest m/P)"
+                if asked is not None and asked != cfg.user_q
+                else ""
+            )
+            out["user sampling"] = (
+                f"private (ULDP-FL §4.1), q = {sampling.real}/{sampling.slots}{rounded}: m of P "
+                "slots per user hold the real weight, the silos pick one by oblivious transfer with "
+                "their shared seed, so no party knows who was sampled; the server's view is amplified "
+                f"as the model's. The silos audit each user's slots with probability "
+                f"{sampling.audit_rate:g} a round (audited users sit the round out: the update is "
+                "divided by the expected (1 - a) q |U| |S|, and accounting at q is an upper bound)"
+            )
         if self.weighted:
             out["weights"] = (
                 "w = n_su / N_u (Eq. 3) through Protocol 1 (Paillier, blinding): no party "

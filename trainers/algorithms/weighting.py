@@ -72,16 +72,27 @@ class SecureWeighting:
     within the encoding precision P = 1e-10.
     """
 
-    def __init__(self, counts: np.ndarray, dimension: int, *, key_bits: int, test_keys: bool) -> None:
+    def __init__(
+        self, counts: np.ndarray, dimension: int, *, key_bits: int, test_keys: bool, sampling: object = None
+    ) -> None:
         session = secure_protocol()
         self.n_users = counts.shape[1]
-        self.session = session(counts.astype(np.int64), dimension, key_bits=key_bits, test_keys=test_keys)
+        self.session = session(
+            counts.astype(np.int64), dimension, key_bits=key_bits, test_keys=test_keys, sampling=sampling
+        )
 
-    def __call__(self, messages: list[SiloUserDeltas], sampled: np.ndarray) -> torch.Tensor:
+    def __call__(
+        self, messages: list[SiloUserDeltas], sampled: np.ndarray | None, round_index: int | None = None
+    ) -> torch.Tensor:
+        """The weighted sum; `sampled` None under private sampling (the protocol draws it, from
+        the training round `round_index`, as over Flower)."""
         ordered = sorted(messages, key=lambda m: m.silo)
         like = ordered[0].deltas
         inputs = [protocol_inputs(m, self.n_users) for m in ordered]
-        total = self.session.round([rows for rows, _ in inputs], sampled.astype(bool), [z for _, z in inputs])
+        chosen = None if sampled is None else sampled.astype(bool)
+        total = self.session.round(
+            [rows for rows, _ in inputs], chosen, [z for _, z in inputs], round_index=round_index
+        )
         return torch.as_tensor(np.asarray(total, dtype=float), dtype=like.dtype, device=like.device)
 
 

@@ -98,8 +98,14 @@ class ServerParty:
         from uldp.crypto.protocol import AggregationServer, session_params
 
         n = silos
+        self.exchange = exchange
         self.params, keypair = session_params(
-            n, users, dimension, key_bits=cfg.key_bits, test_keys=cfg.test_keys
+            n,
+            users,
+            dimension,
+            key_bits=cfg.key_bits,
+            test_keys=cfg.test_keys,
+            sampling=cfg.sampling_params() if cfg.private_sampling else None,
         )
         self.server = AggregationServer(self.params, keypair)
         encoding = self.params.encoding
@@ -143,18 +149,59 @@ class ServerParty:
             raise records.MalformedReply(silo, round, str(error)) from None
 
     def round_records(self, round: int, sampled: np.ndarray) -> dict[int, dict[str, ConfigRecord]]:
-        """Round (a): each silo's copy of Enc(B_inv(N_u)) (Enc(0) for users not sampled)."""
+        """Round (a): each silo's copy of Enc(B_inv(N_u)) (Enc(0) for users not sampled); under
+        private sampling, the openings of the audit after two message rounds of oblivious
+        transfer (`private_sampling`), which replace it."""
+        if self.params.sampling is not None:
+            return self.private_sampling(round)
         envelopes = self.server.encrypted_weights(round, sampled)
         return {
             s: {"protocol1": ConfigRecord({"envelope": _envelope_bytes(e)})} for s, e in enumerate(envelopes)
+        }
+
+    def private_sampling(self, round: int) -> dict[int, dict[str, ConfigRecord]]:
+        """Sampling (1)-(5) of `crypto.protocol.sampling` as two query rounds before the round's
+        train message: offers -> OT choices; transfers -> audit requests and the silos' digests
+        for each other (relayed). The train message then carries the openings and the digests."""
+        server, n = self.server, self.params.silos
+        offers = server.sampling_offer(round)
+        contents = {s: _record(step="sampling-offer", envelope=_envelope_bytes(offers[s])) for s in range(n)}
+        replies = self.exchange(contents, records.PROTOCOL1, round)
+        for s in range(n):
+            self._receive(server.receive_sampling_choice, _read_envelope(replies[s], s, round), s, round)
+        transfers = server.sampling_transfer(round)
+        contents = {
+            s: _record(step="sampling-transfer", envelope=_envelope_bytes(transfers[s])) for s in range(n)
+        }
+        replies = self.exchange(contents, records.PROTOCOL1, round)
+        digests: dict[int, dict[str, bytes]] = {s: {} for s in range(n)}
+        for s in range(n):
+            self._receive(server.receive_sampling_audit, _read_envelope(replies[s], s, round), s, round)
+            for peer in range(n):
+                if peer != s:
+                    note = _read_envelope(replies[s], s, round, key=f"digest-{peer}")
+                    if note.receiver != f"silo {peer}":
+                        raise records.MalformedReply(
+                            s, round, f"the digest for silo {peer} is addressed elsewhere"
+                        )
+                    digests[peer][f"digest-{s}"] = _envelope_bytes(
+                        self._receive(server.relay, note, s, round)
+                    )
+        openings = server.sampling_openings(round)
+        return {
+            s: {"protocol1": ConfigRecord({"envelope": _envelope_bytes(openings[s]), **digests[s]})}
+            for s in range(n)
         }
 
     def read_masked(self, content: RecordDict, silo: int, round: int) -> MaskedShare:
         records.reply_header(content, silo, round, "masked")
         return MaskedShare(silo, _read_envelope(content, silo, round))
 
-    def weighted_sum(self, messages: list[MaskedShare], sampled: np.ndarray) -> torch.Tensor:
-        """sum_s sum_u sampled_u n_su / N_u Delta_su + sum_s z_s, decrypted from the silos' shares."""
+    def weighted_sum(
+        self, messages: list[MaskedShare], sampled: np.ndarray | None, round_index: int | None = None
+    ) -> torch.Tensor:
+        """sum_s sum_u sampled_u n_su / N_u Delta_su + sum_s z_s, decrypted from the silos' shares
+        (`sampled` None under private sampling; the round is the one the shares name)."""
         import torch
 
         round = messages[0].envelope.round
@@ -177,6 +224,7 @@ def _params(cfg: TrainConfig, working: WorkingSet, encoding: list) -> Any:
         key_bits=cfg.key_bits,
         encoding=Encoding(precision=float(precision), n_max=int(n_max), value_bound=float(value_bound)),
         test_keys=cfg.test_keys,
+        sampling=cfg.sampling_params() if cfg.private_sampling else None,
     )
 
 
@@ -237,6 +285,16 @@ def silo_step(content: RecordDict, context: Context, working: WorkingSet) -> Rec
         reply = _record(envelope=_envelope_bytes(party.blinded_histogram()))
         _save_party(context, party, encoding)
         return reply
+    if step == "sampling-offer":
+        reply = _record(envelope=_envelope_bytes(party.sampling_choice(loads(_bytes(record, "envelope")))))
+        _save_party(context, party, encoding)
+        return reply
+    if step == "sampling-transfer":
+        request, *notes = party.sampling_audit(loads(_bytes(record, "envelope")))
+        values = {"envelope": _envelope_bytes(request)}
+        values.update({f"digest-{note.receiver.split()[-1]}": _envelope_bytes(note) for note in notes})
+        _save_party(context, party, encoding)
+        return _record(**values)
     raise ProtocolError(f"unknown Protocol 1 step {step!r}")
 
 
@@ -251,6 +309,8 @@ def masked_reply(
     party = _load_party(context, working)
     record = content["protocol1"]
     envelope = loads(_bytes(record, "envelope"))
+    for key in sorted(k for k in record.keys() if k.startswith("digest-")):  # private sampling
+        party.receive_sampling_digest(loads(_bytes(record, key)))
     rows, noise = protocol_inputs(update, working.ctx.n_users)
     masked = party.masked_sum(envelope, rows, noise)
     _save_party(context, party, str(context.state[PARTY]["encoding"]))

@@ -370,7 +370,9 @@ class UserLevelDP(Strategy):
             }
         )
         epsilon, server_epsilon = user_epsilons(
-            accounting_plan(cfg, server_round, self.n_silos, self.algorithm), cfg.delta
+            accounting_plan(cfg, server_round, self.n_silos, self.algorithm),
+            cfg.delta,
+            private_sampling=cfg.private_sampling,
         )
         row: dict[str, Any] = {"round": server_round, "epsilon": epsilon}
         if server_epsilon is not None:

@@ -9,6 +9,7 @@ import click
 from uldp.accountants.account import GROUP_ACCOUNTING, GROUP_METHODS, Guarantee, account_plan
 from uldp.accountants.assumptions import accounting_assumptions
 from uldp.accountants.plan import Plan
+from uldp.accountants.private_sampling import privately_sampled
 
 from ..account_plot import draw_group_plot
 from ..accounting_options import (
@@ -22,6 +23,8 @@ from ..accounting_options import (
     may_read_rdp,
     method_labels,
     plan_reads,
+    private_sampling_options,
+    private_sampling_rate,
     refuse_unread_rdp_options,
     refuse_unused,
     schedule_options,
@@ -74,6 +77,7 @@ CSV_FIELDS = [
 @schedule_options
 @accounting_options(many=True)
 @algorithm_options(many=True)
+@private_sampling_options
 @click.option(
     "--plot",
     type=OutputFile(),
@@ -95,6 +99,8 @@ def command(
     conversion,
     orders,
     algos,
+    private_sampling,
+    sampling_slots,
     plot,
     fmt,
     **flags,
@@ -107,12 +113,23 @@ def command(
       uldp account --sigma 1.1 --dataset-size 60000 --batch-size 256 --epochs 60   # as Opacus
     ULDP-FL algorithm (user level):
       uldp account --algo uldp-avg --sigma 5 --rounds 100 --user-q 0.5
+    Private sampling (ULDP-FL §4.1): the server's view amplified too
+      uldp account --algo uldp-avg-w --sigma 5 --rounds 100 --user-q 0.5 --private-sampling
     """
     methods = expand_methods(methods)
     accountants = list(dict.fromkeys(accountants))
     group_k, ks = uldp_group_k(click.get_current_context(), ks, flags.pop("group_k"))
     refuse_unused(click.get_current_context(), algos or [None], group=any(k > 1 for k in [*ks, group_k]))
     check_group_sizes([*ks, group_k], methods)
+    rate = private_sampling_rate(
+        click.get_current_context(),
+        algos or [None],
+        flags["user_q"],
+        private_sampling=private_sampling,
+        sampling_slots=sampling_slots,
+    )
+    if rate is not None:  # accounted at the rate the silos draw, m/P
+        flags["user_q"] = rate.q
     if plot is not None and not any(k > 1 for k in ks):
         raise click.BadParameter(
             "draws epsilon against the group size: give --k with values > 1", param_hint="'--plot'"
@@ -130,8 +147,13 @@ def command(
         )
         for a in (algos or [None])
     ]
+    if rate is not None:
+        plans = [privately_sampled(plan, rate) for plan in plans]
     # Before the work (a PLD group bound takes seconds): an RDP bound can come only from these.
-    refuse_unread_rdp_options(click.get_current_context(), may_read_rdp(plans, accountants, ks, methods))
+    refuse_unread_rdp_options(
+        click.get_current_context(),
+        may_read_rdp(plans, accountants, ks, methods, private_sampling=rate is not None),
+    )
     with library_errors(), status(fmt) as update:
         results = account(
             plans,
@@ -141,6 +163,7 @@ def command(
             methods=methods,
             conversion=conversion,
             orders=orders,
+            private_sampling=rate is not None,
             progress=update,
         )
     # And after it, from what each number says it is: the exact answer.
@@ -157,9 +180,11 @@ def command(
     ).as_dict()
     columns = [c for c in COLUMNS if any(row[c[0]] is not None for row in rows)]
     document = {"command": "account", "assumptions": assumptions, "results": [_json(r) for r in results]}
+    if rate is not None:
+        document["private_sampling"] = rate.as_dict()
     if fmt == "csv":  # scripts get the numeric fields, not the table's labels
         rows, columns = document["results"], [(key, key) for key in CSV_FIELDS]
-    notes += _notes(results)
+    notes += _notes(results, private_sampling=rate is not None)
     if any(r.epsilon == 0 for r in results):
         notes.append(zero_epsilon_note(delta))
     if plot is not None:
@@ -228,7 +253,7 @@ def _noted(r: Guarantee) -> Guarantee:
 
 def _bound_label(r: Guarantee) -> str:
     if r.method == "server view":
-        return "user level, server's view (RDP)"
+        return f"user level, server's view ({r.accountant.upper()})"
     if r.method == "user":
         return f"user level ({r.accountant.upper()})"
     return method_labels[(r.method, r.accountant)]
@@ -261,7 +286,7 @@ def _json(r: Guarantee) -> dict:
     return out
 
 
-def _notes(results: list[Guarantee]) -> list[str]:
+def _notes(results: list[Guarantee], *, private_sampling: bool = False) -> list[str]:
     notes = []
     if any(r.method == "rdp" and r.group_size_used and r.k and r.group_size_used != r.k for r in results):
         notes.append("Lemma 6 covers groups of 2^c records: other k use the next power of two.")
@@ -272,7 +297,13 @@ def _notes(results: list[Guarantee]) -> list[str]:
             "PLD group: the worst case of the k records' clipped contributions aligned, a "
             "Gaussian mixture with Binomial(k, q) shifts per step (docs/group-privacy.md)."
         )
-    if any(r.method == "server view" for r in results):
+    if private_sampling and any(r.method == "server view" for r in results):
+        notes.append(
+            "private sampling (ULDP-FL §4.1): the silos draw the user sample by oblivious transfer, "
+            "so the server does not learn it and the 'server's view' row is the released model's "
+            "figure, at q = m/P"
+        )
+    elif any(r.method == "server view" for r in results):
         notes.append(
             "user sampling amplifies only against observers who do not learn the sample "
             "(those who see the released models); the server draws it, and its view is "

@@ -2,7 +2,9 @@
 
 With user sampling (`--user-q` < 1) two epsilons describe a run: the released model's (amplified
 by the sampling) and the server's, which draws the sample (ULDP-FL Remark 1). Both are printed;
-`--view` says which one the budget is for.
+`--view` says which one the budget is for. With `--private-sampling` (ULDP-FL §4.1) the silos draw
+the sample by oblivious transfer: the two views are the same number, so either `--view` gives the
+released model's sigma.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from ..accounting_options import (
     algorithm_options,
     check_group_sizes,
     option_spelling,
+    private_sampling_options,
+    private_sampling_rate,
     refuse_unread_rdp_options,
     refuse_unused,
     schedule_options,
@@ -72,6 +76,7 @@ VIEWS = ("model", "server")
 @schedule_options
 @accounting_options(many=False)
 @algorithm_options(many=False)
+@private_sampling_options
 @click.option(
     "--view",
     type=click.Choice(VIEWS),
@@ -103,6 +108,8 @@ def command(
     conversion,
     orders,
     algo,
+    private_sampling,
+    sampling_slots,
     view,
     plot,
     fmt,
@@ -115,11 +122,15 @@ def command(
       uldp calibrate --epsilon 3 --q 0.01 --sigma 5               # solve for steps
       uldp calibrate --epsilon 3 --q 0.01 --epochs 10             # Opacus' get_noise_multiplier
       uldp calibrate --epsilon 2 --algo uldp-avg --user-q 0.5 --rounds 100
+      uldp calibrate --epsilon 2 --algo uldp-avg-w --user-q 0.5 --rounds 100 --private-sampling
     """
     ctx = click.get_current_context()
     largest = max(k, flags["group_k"] or 1)  # the group the budget holds for
     refuse_unused(ctx, [algo], group=largest > 1)
     check_group_sizes([largest], [method])
+    rate = private_sampling_rate(
+        ctx, [algo], flags["user_q"], private_sampling=private_sampling, sampling_slots=sampling_slots
+    )
     with library_errors():
         problem = calibration_problem(
             delta=delta,
@@ -133,6 +144,7 @@ def command(
             accountant=accountant,
             conversion=conversion,
             orders=orders,
+            private_sampling=rate,
             spell=option_spelling,
             **flags,
         )
@@ -185,6 +197,11 @@ def command(
         notes.append(weights_note)
     if found.epsilon == 0 or 0 in final_views.values():
         notes.append(zero_epsilon_note(delta))
+    if rate is not None:
+        notes.append(
+            "private sampling (ULDP-FL §4.1): the server does not learn the user sample, so its "
+            "epsilon is the released model's (either --view gives this sigma)"
+        )
     if sampled and view == "model" and final_views["server"] > budget:
         notes.append(
             f"the server, which draws the user sample, sees epsilon {final_views['server']:.4g} > "
@@ -209,7 +226,12 @@ def command(
         [row],
         fmt,
         assumptions=assumptions,
-        document={"command": "calibrate", "assumptions": assumptions, **row},
+        document={
+            "command": "calibrate",
+            "assumptions": assumptions,
+            **row,
+            **({} if rate is None else {"private_sampling": rate.as_dict()}),
+        },
         notes=notes,
     )
 

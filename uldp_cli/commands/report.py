@@ -10,6 +10,7 @@ import click
 
 from uldp.accountants.events import Composed, SubsampledGaussian
 from uldp.accountants.plan import Plan
+from uldp.accountants.private_sampling import privately_sampled
 from uldp.accountants.statements.statement import (
     REPORT_ACCOUNTANTS,
     REPORT_GROUP_METHODS,
@@ -31,6 +32,8 @@ from ..accounting_options import (
     k_list_option,
     may_read_rdp,
     plan_reads,
+    private_sampling_options,
+    private_sampling_rate,
     refuse_unread_rdp_options,
     refuse_unused,
     uldp_group_k,
@@ -47,6 +50,7 @@ from ..options import (
     PositiveInt,
     Probability,
     delta_option,
+    given_source,
     zero_epsilon_note,
 )
 from ..progress import status
@@ -82,6 +86,7 @@ def _sources(run, opacus, dataset_size, sigma) -> str:
 @click.option("--q", type=Probability(), default=None, help="Poisson sampling rate per step, in (0, 1].")
 @click.option("--steps", type=PositiveInt(COUNT_MAX), default=None, help="Number of steps T, in [1, 1e12].")
 @algorithm_options(many=False)
+@private_sampling_options
 @click.option(
     "--run",
     type=click.Path(exists=True, path_type=Path),
@@ -158,6 +163,8 @@ def command(
     q,
     steps,
     algo,
+    private_sampling,
+    sampling_slots,
     run,
     opacus,
     dataset_size,
@@ -184,6 +191,7 @@ def command(
     A plan (the flags of uldp account):
       uldp report --sigma 5 --q 0.01 --steps 100000 --k 8
       uldp report --algo uldp-avg --sigma 5 --rounds 100 --user-q 0.5
+      uldp report --algo uldp-avg-w --sigma 5 --rounds 100 --user-q 0.5 --private-sampling
     A finished or interrupted run:
       uldp report --run metrics.jsonl        (or --run CHECKPOINT_DIR)
     A centralised DP-SGD run (TF-Privacy's inputs), or an Opacus accountant:
@@ -213,11 +221,22 @@ def command(
             raise click.BadParameter(
                 "describes a DP-SGD run: give it with --dataset-size", param_hint=f"'{flag}'"
             )
+    _refuse_private_sampling_off_plan(source)
     how = Accounting(delta, tuple(ks), tuple(accountants), tuple(methods), conversion, orders)
+    rate = None
     with library_errors():
         plan = None
         if source == "plan":
             refuse_unused(click.get_current_context(), [algo], group=any(k > 1 for k in [*ks, group_k]))
+            rate = private_sampling_rate(
+                click.get_current_context(),
+                [algo],
+                flags["user_q"],
+                private_sampling=private_sampling,
+                sampling_slots=sampling_slots,
+            )
+            if rate is not None:  # accounted at the rate the silos draw, m/P
+                flags["user_q"] = rate.q
             plan = build_plan(
                 algo,
                 sigma=sigma,
@@ -228,6 +247,8 @@ def command(
                 # `uldp account`.
                 k=group_k if algo is not None and plan_reads(algo, "k") else None,
             )
+            if rate is not None:
+                plan = privately_sampled(plan, rate)
         elif source == "dp-sgd":
             # TF-Privacy's default microbatching: halving the multiplier is the safe side when unsaid.
             description = _dp_sgd_description(
@@ -252,7 +273,8 @@ def command(
         if plan is not None:  # before the work; a run's history is checked by its claims below
             user_k = [max_examples_per_user] if max_examples_per_user else []
             refuse_unread_rdp_options(
-                click.get_current_context(), may_read_rdp([plan], accountants, [*ks, *user_k], methods)
+                click.get_current_context(),
+                may_read_rdp([plan], accountants, [*ks, *user_k], methods, private_sampling=rate is not None),
             )
         with status(fmt, "accounting") as update:
             if source == "run":
@@ -270,6 +292,7 @@ def command(
                     user_k=max_examples_per_user,
                     source=source,
                     title=_title(source, plan, opacus),
+                    private_sampling=rate is not None,
                     progress=update,
                 )
             if source != "run":
@@ -279,6 +302,8 @@ def command(
                 )
                 if source == "dp-sgd":
                     statement.settings["used_microbatching"] = description.used_microbatching
+                if rate is not None:
+                    statement.settings["private_sampling"] = rate.as_dict()
     refuse_unread_rdp_options(
         click.get_current_context(), any(b.conversion is not None for c in statement.claims for b in c.bounds)
     )
@@ -289,6 +314,23 @@ def command(
         draw_roc_plot(plot, statement)
         if fmt == "table":
             click.echo(f"ROC bound written to {plot}")
+
+
+def _refuse_private_sampling_off_plan(source: str) -> None:
+    """--private-sampling and --sampling-slots describe a plan: a run's record says itself whether
+    it sampled privately (`uldp train --private-sampling`), and DP-SGD samples records."""
+    if source == "plan":
+        return
+    ctx = click.get_current_context()
+    for name, flag in (("private_sampling", "--private-sampling"), ("sampling_slots", "--sampling-slots")):
+        if given_source(ctx, name) is None:
+            continue
+        why = (
+            "a run's record says whether it sampled users privately (uldp train --private-sampling); drop it"
+            if source == "run"
+            else "applies to a plan: --algo uldp-avg-w or uldp-sgd-w with --user-q < 1; drop it"
+        )
+        raise click.BadParameter(why, ctx=ctx, param_hint=f"'{flag}'")
 
 
 def _render(statement: Statement, fmt: str, out: Path | None) -> None:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 
+from uldp.accountants.private_sampling import MAX_SLOTS
 from uldp.trainers.defaults import describe
 
 from ...option_groups import OptionGroup
@@ -365,6 +366,27 @@ SECURE = OptionGroup.of(
         help="--secure: Paillier modulus bits, 2048 to 16384 (from 256 with --test-keys).",
     ),
     click.option("--test-keys", is_flag=True, help="--secure: allow small, INSECURE keys (tests only)."),
+    click.option(
+        "--private-sampling",
+        is_flag=True,
+        help="uldp-avg-w/-sgd-w --secure: draw the user sample by oblivious transfer (ULDP-FL §4.1), "
+        "so the server never learns it and its view is amplified too; --user-q is rounded to m/P.",
+    ),
+    click.option(
+        "--sampling-slots",
+        type=IntegerIn(2, MAX_SLOTS),
+        default=100,
+        show_default=True,
+        help=f"--private-sampling: P, the slots per user (q is m/P), 2 to {MAX_SLOTS:,}.",
+    ),
+    click.option(
+        "--audit-rate",
+        type=Interval(0.0, 1.0, low_open=False, high_open=True),
+        default=0.05,
+        show_default=True,
+        help="--private-sampling: each user's slots are audited with this probability a round "
+        "(a server that cheats on k users escapes with probability (1 - a)^k).",
+    ),
 )
 
 ENGINE = OptionGroup.of(

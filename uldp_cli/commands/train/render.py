@@ -33,6 +33,12 @@ def sampling_notes(summary: dict) -> list[str]:
     """What the two epsilon columns of a run under user sampling are."""
     if "server_epsilon" not in summary:
         return []
+    if summary.get("private_sampling"):
+        return [
+            "epsilon (model) and epsilon (server) are the same: the silos drew the user sample by "
+            "oblivious transfer (--private-sampling, ULDP-FL §4.1), so the server does not know it and "
+            "its view is amplified as the released models'"
+        ]
     return [
         "epsilon (model): the released models, amplified by user sampling; epsilon (server): "
         "against the server, which draws the sample and so gets no amplification (Remark 1)"
@@ -117,7 +123,8 @@ def _target_note(summary: dict, history: list[dict], target: float | None) -> li
         f"sigma {summary['sigma']:.6g} calibrated so that the user-level epsilon (released model, RDP) "
         f"after {summary['rounds']} rounds is at most --epsilon {target:g}: {format_cell(last['epsilon'])}"
     )
-    if last.get("server_epsilon") is not None:  # user sampling: the server sees who was sampled
+    if last.get("server_epsilon") is not None and not summary.get("private_sampling"):
+        # user sampling: the server sees who was sampled
         note += (
             f"; against the server, which draws the sample: {format_cell(last['server_epsilon'])} "
             "(ULDP-FL Remark 1)"
