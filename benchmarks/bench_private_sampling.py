@@ -36,7 +36,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from uldp.accountants.private_sampling import private_rate  # noqa: E402
 from uldp.cli.machine import describe_machine  # noqa: E402
-from uldp.crypto.channel import silo_name  # noqa: E402
 from uldp.crypto.encoding import DEFAULT_VALUE_BOUND, Encoding  # noqa: E402
 from uldp.crypto.paillier import check_key_bits  # noqa: E402
 from uldp.crypto.protocol import sampling  # noqa: E402
@@ -47,7 +46,7 @@ from uldp.crypto.protocol.benchmark import (  # noqa: E402
     synthetic_inputs,
 )
 from uldp.crypto.protocol.params import ProtocolParams  # noqa: E402
-from uldp.crypto.protocol.run import setup  # noqa: E402
+from uldp.crypto.protocol.run import oblivious_transfer, setup  # noqa: E402
 
 GOAL_CELL = (1000, 100)
 
@@ -85,8 +84,8 @@ def full_cell(args, users: int, slots: int) -> dict:
 
 def phases_only_cell(args, users: int, slots: int) -> dict:
     """The five sampling phases of one round, as `private_weighting_round` times them, without
-    the weighting: the silos' audit is the loop of `Silo.masked_sum` run on each silo's stored
-    round (read from the silo object: a benchmark's shortcut, not an interface)."""
+    the weighting: `oblivious_transfer`, then each silo's check of the openings
+    (`Silo.audited_weights`, which `masked_sum` runs before the weighting)."""
     rate = private_rate(args.user_q, slots)
     silos = args.silos
     d = args.params
@@ -102,56 +101,15 @@ def phases_only_cell(args, users: int, slots: int) -> dict:
     )
     counts, _deltas, _noise = synthetic_inputs(silos, users, d)
     federation = setup(counts, params)
-    server, parties, network = federation.server, federation.silos, federation.network
     t = 0
-    seconds: dict[str, float] = {}
-    start = time.perf_counter()
-    offers = server.sampling_offer(t)
-    seconds["sampling_offer"] = time.perf_counter() - start
-    spent = []
-    for silo, envelope in zip(parties, offers):
-        start = time.perf_counter()
-        reply = silo.sampling_choice(network(envelope))
-        spent.append(time.perf_counter() - start)
-        server.receive_sampling_choice(network(reply))
-    seconds["sampling_choice"] = float(np.mean(spent))
-    start = time.perf_counter()
-    transfers = server.sampling_transfer(t)
-    seconds["sampling_transfer"] = time.perf_counter() - start
-    spent, relayed = [], []
-    for silo, envelope in zip(parties, transfers):
-        start = time.perf_counter()
-        request, *digests = silo.sampling_audit(network(envelope))
-        spent.append(time.perf_counter() - start)
-        server.receive_sampling_audit(network(request))
-        relayed += [network(server.relay(network(e))) for e in digests]
-    seconds["sampling_retrieve"] = float(np.mean(spent))
-    by_name = {silo_name(silo.id): silo for silo in parties}
-    for envelope in relayed:
-        by_name[envelope.receiver].receive_sampling_digest(envelope)
-    openings = server.sampling_openings(t)
+    openings, seconds = oblivious_transfer(federation, t)
     spent = []
     audited = 0
-    for silo, envelope in zip(parties, openings):
-        message = network(envelope).payload
-        pending = silo._sampling  # the silo's stored round (benchmark only)
-        opened = {o.user: o for o in message.openings}
-        n = silo._public().n
-        start = time.perf_counter()
-        for position, u in enumerate(pending.audited):
-            sampling.check_opening(
-                t,
-                params.sampling,
-                opened[u],
-                pending.offers[u],
-                pending.commitments[u],
-                pending.choices[u],
-                pending.audit_slots[position],
-                pending.audit_boxes[position],
-                n,
-            )
-        spent.append(time.perf_counter() - start)
-        audited = len(pending.audited)
+    for silo, envelope in zip(federation.silos, openings):
+        # The openings' check alone, on the message's contents (no weighting follows here).
+        silo.audited_weights(t, federation.network(envelope).payload)
+        spent.append(silo.audit_seconds)
+        audited = len(silo.sampling_draws(t)[1])
     seconds["sampling_audit"] = float(np.mean(spent))
     total = sum(seconds[p] for p in OT_PHASE)
     return {

@@ -77,6 +77,12 @@ HOW: tuple[tuple[str, str], ...] = (
     ),
     ("uldp audit --algo uldp-avg", "6 s (400 users, 200 canaries)"),
     (
+        "uldp train --algo uldp-avg-w --dataset heart-disease --users 20 --rounds 2 --secure "
+        "--private-sampling",
+        "19 s (3072-bit Paillier keys, then 2 rounds with the oblivious transfer); "
+        "tests/trainers/test_private_sampling_training.py runs the same code with test keys",
+    ),
+    (
         "uldp train --algo uldp-avg-w --dataset heart-disease --rounds 2 --secure --engine flower",
         "about 2 min (starts Ray and a ClientApp per silo); tests/flower runs the engine",
     ),
@@ -89,6 +95,7 @@ MENTIONS = frozenset(
         "uldp personalize --out",
         "uldp personalize --level user",
         "uldp subject --algo ... --holdings",
+        "uldp account --private-sampling",  # the flag, named; docs/account.md runs it
     }
 )
 

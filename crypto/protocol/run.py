@@ -167,24 +167,10 @@ SAMPLING_PHASES = (
 """The phases private sampling adds to a round (server: offer, transfer; silos: the rest)."""
 
 
-def private_weighting_round(
-    federation: Federation,
-    round_index: int,
-    silo_deltas: Sequence[np.ndarray],
-    silo_noise: Sequence[np.ndarray],
-    *,
-    method: str = "fast",
-    workers: int | None = None,
-) -> RoundResult:
-    """Round (a)-(c) with private sampling (`crypto.protocol.sampling`): round (a)'s weights go
-    by oblivious transfer, checked by the silos' audit; then (b)-(c) as `weighting_round`.
-
-    The silos' seconds are means over silos, as for `silo_weighting` (which here excludes the
-    check of the openings, `sampling_audit`).
-    """
+def oblivious_transfer(federation: Federation, round_index: int) -> tuple[list[Envelope], dict[str, float]]:
+    """Sampling steps (1)-(4) of `crypto.protocol.sampling`, and the server's openings (5), one
+    envelope per silo, not yet delivered; the seconds of the phases so far (the silos' means)."""
     server, silos, network = federation.server, federation.silos, federation.network
-    if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
-        raise InvalidParameter(f"need one delta array and one noise share per silo ({len(silos)})")
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     offers = server.sampling_offer(round_index)
@@ -212,6 +198,28 @@ def private_weighting_round(
     start = time.perf_counter()
     openings = server.sampling_openings(round_index)
     seconds["server_weights"] = time.perf_counter() - start
+    return openings, seconds
+
+
+def private_weighting_round(
+    federation: Federation,
+    round_index: int,
+    silo_deltas: Sequence[np.ndarray],
+    silo_noise: Sequence[np.ndarray],
+    *,
+    method: str = "fast",
+    workers: int | None = None,
+) -> RoundResult:
+    """Round (a)-(c) with private sampling (`crypto.protocol.sampling`): round (a)'s weights go
+    by oblivious transfer, checked by the silos' audit; then (b)-(c) as `weighting_round`.
+
+    The silos' seconds are means over silos, as for `silo_weighting` (which here excludes the
+    check of the openings, `sampling_audit`).
+    """
+    server, silos, network = federation.server, federation.silos, federation.network
+    if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
+        raise InvalidParameter(f"need one delta array and one noise share per silo ({len(silos)})")
+    openings, seconds = oblivious_transfer(federation, round_index)
     spent, audits = [], []
     for silo, envelope, deltas, noise in zip(silos, openings, silo_deltas, silo_noise):
         start = time.perf_counter()

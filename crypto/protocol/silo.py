@@ -401,7 +401,7 @@ class Silo:
         ciphertexts the silo's OT opened, once the audit of the openings passed."""
         if self.params.sampling is not None:
             message = self._receive(envelope, SamplingOpeningMessage)
-            return message.round, self._audited_weights(envelope.round, message)
+            return message.round, self.audited_weights(envelope.round, message)
         plain = self._receive(envelope, EncryptedWeightsMessage)
         if plain.round != envelope.round:
             raise ProtocolError(
@@ -527,9 +527,10 @@ class Silo:
             )
         self._sampling = replace(pending, agreed=tuple(sorted((*pending.agreed, message.sender))))
 
-    def _audited_weights(self, round_index: int, message: SamplingOpeningMessage) -> tuple[int, ...]:
+    def audited_weights(self, round_index: int, message: SamplingOpeningMessage) -> tuple[int, ...]:
         """Check the openings of the audited users (`sampling.check_opening`) and every other
-        silo's digest; the weights the OT gave, if all passed."""
+        silo's digest; the weights the OT gave, if all passed (`masked_sum` calls it on the
+        envelope it verified; `audit_seconds` times the openings' check)."""
         params = self._sampling_params()
         pending = self._pending("retrieved", round_index)
         if message.round != pending.round:

@@ -307,7 +307,7 @@ def within_binomial(hits: int, trials: int, p: float, checks: int) -> bool:
 )
 def test_sampling_rates_over_many_rounds(monkeypatch, slots, real, audit_rate):
     # S_u is drawn with `secrets`; c_u and the audit come from a fixed R here (deterministic).
-    monkeypatch.setattr(ot, "offer", lambda: ot.Offer(2, 4))  # skip 20,000 exponentiations
+    monkeypatch.setattr(ot, "public_of", lambda a: 4)  # skip 20,000 exponentiations g^a
     p = SamplingParams(slots, real, audit_rate)
     seed = hashlib.sha256(f"uldp/test/R/{slots}/{real}".encode()).digest()
     rounds, users = 100, 200

@@ -18,6 +18,12 @@ silo runs the algorithm's update and answers only its masked, encrypted sum (rou
 server decrypts the sum of all silos' (the masks cancel only then). The server never sees a
 silo's n_{s,u} or a single user's delta.
 
+Under private sampling (`--private-sampling`, `crypto.protocol.sampling`) round (a) goes by
+oblivious transfer in two more query rounds before the train message: `sampling-offer` (the OT
+offers; each silo answers its OT choices) and `sampling-transfer` (the sealed weights and padded
+slot keys; each silo answers its audit request and its digest for every other silo). The train
+message then carries the openings of the audited users and the other silos' digests, relayed.
+
 N_max: the encoding is exact for N_u <= N_max (crypto/encoding.py); no party knows N_u, so every
 silo checks its own n_{s,u} <= N_max / |S|, which implies it.
 """
