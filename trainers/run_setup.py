@@ -141,6 +141,7 @@ def ignored_settings(
     aggregation, overwrite without a checkpoint (issue 12). `uldp train` refuses one given on
     the command line and warns about one from --config; `uldp.train` refuses any given."""
     from .algorithms import get_algorithm
+    from .algorithms.secure_algorithms import private_sampling_names
 
     spec = get_algorithm(algo)
     ignored: dict[str, str] = {}
@@ -177,7 +178,7 @@ def ignored_settings(
     elif spec.observed:
         why = f"{algo}'s secure aggregation agrees X25519 keys, it has no Paillier keys to size"
         ignored["key_bits"] = ignored["test_keys"] = why
-    if not (secure and spec.secure and not spec.observed):
+    if not (secure and algo in private_sampling_names()):
         why = f"private sampling runs inside Protocol 1: uldp-avg-w or uldp-sgd-w with {spell('secure')}"
         ignored.update(dict.fromkeys(("private_sampling", "sampling_slots", "audit_rate"), why))
     if checkpoint_dir is None:

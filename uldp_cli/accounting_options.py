@@ -20,6 +20,7 @@ from uldp.accountants.private_sampling import DEFAULT_SLOTS, MAX_SLOTS, PrivateS
 from uldp.accounting import mechanism_schedule, plan_for, unused_keyword
 from uldp.errors import UldpError
 from uldp.trainers.algorithms import algorithm_names, get_algorithm
+from uldp.trainers.algorithms.secure_algorithms import private_sampling_names
 
 from .options import (
     COUNT_MAX,
@@ -246,14 +247,10 @@ def algorithm_options(*, many: bool) -> Callable:
     return decorate
 
 
-#: The algorithms whose weights Protocol 1 computes: private sampling (ULDP-FL §4.1) hides the
-#: sample inside that protocol (the real Enc(B_inv(N_u)) among dummy slots), so only they take it.
-PRIVATE_SAMPLING_ALGORITHMS = ("uldp-avg-w", "uldp-sgd-w")
-
-
 def private_sampling_options(f: Callable) -> Callable:
-    """--private-sampling and --sampling-slots (ULDP-FL §4.1), shared by account, calibrate,
-    report and train; `private_sampling_rate` checks them and gives the rate m/P."""
+    """--private-sampling and --sampling-slots (ULDP-FL §4.1), shared by account, calibrate and
+    report (train's Secure computation group declares them with --audit-rate, which only a run
+    has); `private_sampling_rate` checks them and gives the rate m/P."""
     for opt in reversed(
         [
             click.option(
@@ -262,7 +259,7 @@ def private_sampling_options(f: Callable) -> Callable:
                 default=False,
                 help="The silos draw the user sample by oblivious transfer (ULDP-FL §4.1), so the "
                 "server does not learn it and its view is amplified too; --user-q is rounded to "
-                f"m/P. Only {' and '.join(PRIVATE_SAMPLING_ALGORITHMS)} with --user-q < 1.",
+                f"m/P. Only {' and '.join(private_sampling_names())} with --user-q < 1.",
             ),
             click.option(
                 "--sampling-slots",
@@ -288,7 +285,7 @@ def private_sampling_rate(
 ) -> PrivateSampling | None:
     """The private sampling rate m/P nearest `user_q` (`private_rate`), or None without
     --private-sampling. Refused, as a usage error (one `Error:` line, exit status 2): the flag with
-    an algorithm other than PRIVATE_SAMPLING_ALGORITHMS (None: a bare mechanism) or without
+    an algorithm other than private_sampling_names() (None: a bare mechanism) or without
     --user-q < 1; --sampling-slots set without the flag; a P or q private sampling cannot draw."""
     if not private_sampling:
         if given_source(ctx, "sampling_slots") is not None:
@@ -298,8 +295,8 @@ def private_sampling_rate(
                 param_hint="'--sampling-slots'",
             )
         return None
-    allowed = " or ".join(PRIVATE_SAMPLING_ALGORITHMS)
-    others = [a for a in algos if a not in PRIVATE_SAMPLING_ALGORITHMS]
+    allowed = " or ".join(private_sampling_names())
+    others = [a for a in algos if a not in private_sampling_names()]
     if others:
         given = "no --algo" if others[0] is None else f"--algo {others[0]}"
         raise click.BadParameter(

@@ -143,7 +143,9 @@ class TrainConfig:
         """P slots, m = q P real ones and the audit rate of private sampling (--private-sampling)."""
         from uldp.crypto.protocol.sampling import SamplingParams
 
-        if not self.secure or not self.algo.endswith("-w"):
+        from .secure_algorithms import private_sampling_names
+
+        if not self.secure or self.algo not in private_sampling_names():
             raise InvalidParameter(
                 "--private-sampling applies to uldp-avg-w and uldp-sgd-w with --secure: Protocol 1 "
                 "carries the oblivious transfer"

@@ -172,7 +172,7 @@ def register(spec: AlgorithmSpec) -> AlgorithmSpec:
         raise InvalidParameter(f"an algorithm named {spec.name!r} is already registered")
     _REGISTRY[spec.name] = spec
     if spec.secure:
-        note_secure(spec.name)
+        note_secure(spec.name, protocol1=not spec.observed)
     return spec
 
 

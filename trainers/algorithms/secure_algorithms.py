@@ -9,13 +9,15 @@ and `TrainConfig` must not import the registry back.
 
 from __future__ import annotations
 
-# A dict as an ordered set: the names in the order the --algo choices list them.
-_SECURE: dict[str, None] = {}
+# The names in the order the --algo choices list them, each with whether Protocol 1 computes its
+# weighting (False: secure aggregation of observed releases, dp-fedavg-robust).
+_SECURE: dict[str, bool] = {}
 
 
-def note_secure(name: str) -> None:
-    """`name` may run with --secure (`registry.register`, for a spec that says `secure`)."""
-    _SECURE[name] = None
+def note_secure(name: str, *, protocol1: bool = True) -> None:
+    """`name` may run with --secure (`registry.register`, for a spec that says `secure`);
+    `protocol1`: through Protocol 1's weighting, not secure aggregation."""
+    _SECURE[name] = protocol1
 
 
 def forget_secure(name: str) -> None:
@@ -27,3 +29,9 @@ def secure_names() -> tuple[str, ...]:
     """The algorithms whose weighting `--secure` runs through Protocol 1 (or, for
     dp-fedavg-robust, whose uploads it runs through secure aggregation)."""
     return tuple(_SECURE)
+
+
+def private_sampling_names() -> tuple[str, ...]:
+    """The algorithms whose weighting Protocol 1 computes (not secure aggregation's observed
+    releases): private sampling (ULDP-FL §4.1) hides the user sample inside that protocol."""
+    return tuple(name for name, protocol1 in _SECURE.items() if protocol1)
